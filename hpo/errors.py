@@ -1,0 +1,15 @@
+"""Errors a user can fix. The CLI prints them without a traceback and exits with their code."""
+
+from __future__ import annotations
+
+
+class HpoError(Exception):
+    """A problem with the user's input or environment; `exit_code` is what the CLI returns."""
+
+    exit_code = 1
+
+
+class ConfigError(HpoError):
+    """A bad run or study file, a bad `--set`, or a bad command-line value: exit 2 (usage)."""
+
+    exit_code = 2

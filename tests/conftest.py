@@ -1,0 +1,33 @@
+"""Shared test fixtures. Following Lightning's tests: fail a test that leaks environment variables or a process group."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# One thread per process: the machines have 2 cores and tests run subprocesses beside each other.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_environment():
+    before = dict(os.environ)
+    yield
+    leaked = {k for k in os.environ if k not in before} | {k for k in before if os.environ.get(k) != before[k]}
+    leaked = {k for k in leaked if not k.startswith(("PYTEST_", "WANDB_", "COV_"))}
+    os.environ.clear()
+    os.environ.update(before)
+    assert not leaked, f"test leaked environment variables: {sorted(leaked)}"
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_process_group():
+    yield
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+        pytest.fail("test left a torch.distributed process group initialized")
