@@ -1,0 +1,70 @@
+"""Events the study manager and the scheduler record outside the training loop: pruned, failed, retried, resumed,
+interrupted (and completed). A store that is down costs the event, never the study: failures are logged, not raised.
+
+    from hpo.tracking.events import record_event
+    record_event(spec, run_id, "retried", "worker 2 died; resuming from checkpoint-40", {"from_trial": 3})
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hpo.tracking.store import ExperimentStore, is_postgres_url, open_store
+
+logger = logging.getLogger(__name__)
+
+
+def store_location(spec: Any) -> str | None:
+    """Where a run or study file's experiment store lives, or None when `tracking.store` is false.
+
+    A study whose storage is PostgreSQL keeps its store in the same database; otherwise the store is the SQLite file
+    `<output_dir>/experiments.db` of the study (or of the run). `tracking.store` may also name a path or URL.
+    """
+    tracking = getattr(spec, "tracking", None)
+    setting = getattr(tracking, "store", True) if tracking is not None else True
+    if setting is False or setting is None:
+        return None
+    if isinstance(setting, str | Path) and not isinstance(setting, bool):
+        return str(setting)
+    study = getattr(spec, "study", None)
+    if study is not None:
+        storage = str(getattr(study, "storage", None) or "")
+        if is_postgres_url(storage):
+            return storage
+        return str(Path(study.output_dir) / "experiments.db")
+    return str(Path(spec.output_dir) / "experiments.db")
+
+
+def record_event(
+    spec_or_store: Any, run_id: str, kind: str, message: str = "", data: dict[str, Any] | None = None
+) -> bool:
+    """Record one event for `run_id` in the store of a spec, a store URL/path, or an open store. True when written."""
+    if isinstance(spec_or_store, ExperimentStore):
+        return _record(spec_or_store, run_id, kind, message, data)
+    location = spec_or_store if isinstance(spec_or_store, str | Path) else store_location(spec_or_store)
+    if location is None:
+        return False
+    try:
+        store = open_store(location)
+    except Exception as error:
+        logger.warning("could not record %s event for %s: %s", kind, run_id, error)
+        return False
+    try:
+        return _record(store, run_id, kind, message, data)
+    finally:
+        store.close()
+
+
+def _record(
+    store: ExperimentStore, run_id: str, kind: str, message: str, data: dict[str, Any] | None
+) -> bool:
+    try:
+        store.record_event(run_id, kind, message, data)
+        return True
+    except ValueError:
+        raise  # an unknown kind is a bug in the caller
+    except Exception as error:
+        logger.warning("could not record %s event for %s: %s", kind, run_id, error)
+        return False

@@ -1,0 +1,53 @@
+"""Who a tracked run is: the identity the store, wandb and the export use."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class RunInfo:
+    """One `hpo train` run (kind "run") or one study trial (kind "trial").
+
+    `run_id` is derived when left empty: "<study_name>/trial-<trial_number>" for a trial, "run/<name>-<unix time>" for
+    a run. `slot` and `devices` say where it ran (e.g. slot "1", devices "2,3" or "cpu").
+    """
+
+    run_id: str = ""
+    kind: str = "trial"
+    study_name: str | None = None
+    trial_number: int | None = None
+    name: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    output_dir: str = ""
+    slot: str | None = None
+    devices: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("trial", "run"):
+            raise ValueError(f"RunInfo.kind must be 'trial' or 'run', not {self.kind!r}")
+        if self.kind == "trial" and (self.study_name is None or self.trial_number is None):
+            raise ValueError("RunInfo for a trial needs study_name and trial_number")
+        if not self.name:
+            self.name = f"trial-{self.trial_number}" if self.kind == "trial" else "run"
+        if not self.run_id:
+            self.run_id = (
+                trial_run_id(self.study_name, self.trial_number)
+                if self.kind == "trial"
+                else (f"run/{self.name}-{int(time.time())}")
+            )
+        self.output_dir = str(self.output_dir)
+        for attribute in ("slot", "devices"):
+            value = getattr(self, attribute)
+            if value is not None and not isinstance(value, str):
+                setattr(
+                    self,
+                    attribute,
+                    ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value),
+                )
+
+
+def trial_run_id(study_name: str | None, trial_number: int | None) -> str:
+    return f"{study_name}/trial-{trial_number}"

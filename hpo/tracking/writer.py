@@ -1,0 +1,168 @@
+"""A background writer between the training loop and the experiment store.
+
+The loop only puts rows on a bounded queue (`submit` never blocks); one thread opens the store, gathers rows into batches
+and writes each batch in one transaction, every `flush_interval` seconds or `batch_size` rows, and at `close`. A store
+that is slow or down costs rows (counted in `dropped`, and warned about once), never the trial and never a stalled step.
+Checkpoint digests are computed here too, so hashing a large checkpoint never holds up training.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hpo.tracking.store import Batch, ExperimentStore
+
+logger = logging.getLogger(__name__)
+
+_FLUSH = object()
+_STOP = object()
+
+
+class BackgroundWriter:
+    def __init__(
+        self,
+        open_store: Callable[[], ExperimentStore],
+        *,
+        max_pending: int = 20_000,
+        batch_size: int = 1_000,
+        flush_interval: float = 1.0,
+        write_attempts: int = 3,
+    ) -> None:
+        self._open_store = open_store
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
+        self.batch_size = batch_size
+        self.flush_interval = flush_interval
+        self.write_attempts = write_attempts
+        self.dropped = 0
+        self.written = 0
+        self.last_error: str | None = None
+        self._store: ExperimentStore | None = None
+        self._lock = threading.Lock()
+        self._flushed = threading.Condition(self._lock)
+        self._flush_requests = 0
+        self._flushes_done = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="hpo-store-writer", daemon=True)
+        self._thread.start()
+
+    # ---- producer side (the training loop) --------------------------------------------------------------------
+    def submit(self, table: str, row: dict[str, Any]) -> bool:
+        """Queue one row for `table` ("runs", "metrics", "events", "artifacts"); False when it had to be dropped."""
+        if self._closed:
+            self._drop(1, "writer is closed")
+            return False
+        try:
+            self._queue.put_nowait((table, row))
+            return True
+        except queue.Full:
+            self._drop(1, "queue full: the store cannot keep up")
+            return False
+
+    def submit_batch(self, batch: Batch) -> None:
+        for table in ("runs", "metrics", "events", "artifacts"):
+            for row in getattr(batch, table):
+                self.submit(table, row)
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every row submitted before this call is written (or dropped). False on timeout."""
+        with self._lock:
+            self._flush_requests += 1
+            ticket = self._flush_requests
+        try:
+            self._queue.put(_FLUSH, timeout=timeout)
+        except queue.Full:
+            return False
+        with self._flushed:
+            return self._flushed.wait_for(lambda: self._flushes_done >= ticket, timeout=timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write what is queued (within `timeout`), stop the thread and close the store."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._queue.put(_STOP, timeout=timeout)
+        except queue.Full:
+            logger.warning("experiment store writer: could not stop within %.0f s", timeout)
+            return
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            logger.warning("experiment store writer: rows still pending after %.0f s were dropped", timeout)
+        if self.dropped:
+            logger.warning(
+                "experiment store writer: %d rows could not be written (%s)", self.dropped, self.last_error
+            )
+
+    # ---- consumer side (the writer thread) --------------------------------------------------------------------
+    def _run(self) -> None:
+        batch = Batch()
+        deadline = time.monotonic() + self.flush_interval
+        while True:
+            try:
+                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                item = None
+            due = time.monotonic() >= deadline or len(batch) >= self.batch_size
+            if item is _STOP or item is _FLUSH or item is None or due:
+                self._write(batch)
+                batch = Batch()
+                deadline = time.monotonic() + self.flush_interval
+            if item is _STOP:
+                break
+            if item is _FLUSH:
+                with self._flushed:
+                    self._flushes_done += 1
+                    self._flushed.notify_all()
+            elif item is not None:
+                self._add(batch, *item)
+        if self._store is not None:
+            self._store.close()
+
+    def _add(self, batch: Batch, table: str, row: dict[str, Any]) -> None:
+        if table == "artifacts" and row.get("sha256") is None:
+            try:
+                from hpo.tracking.digest import digest_path
+
+                row = {**row, **digest_path(row["path"])}
+            except OSError as error:  # deleted by checkpoint rotation before we got to it
+                row = {**row, "size": None}
+                logger.debug("artifact %s: %s", row.get("path"), error)
+        batch.add(table, row)
+
+    def _write(self, batch: Batch) -> None:
+        if not len(batch):
+            return
+        for attempt in range(self.write_attempts):
+            try:
+                if self._store is None:
+                    self._store = self._open_store()
+                self._store.write(batch)
+                self.written += len(batch)
+                return
+            except Exception as error:  # a store that is down costs rows, never the trial
+                self.last_error = f"{type(error).__name__}: {error}"
+                self._reset_store()
+                if attempt < self.write_attempts - 1:
+                    time.sleep(0.2 * 2**attempt)
+        self._drop(len(batch), self.last_error or "write failed")
+
+    def _reset_store(self) -> None:
+        if self._store is not None:
+            try:
+                self._store.close()
+            except Exception:
+                pass
+        self._store = None
+
+    def _drop(self, count: int, reason: str) -> None:
+        with self._lock:
+            first = not self.dropped
+            self.dropped += count
+            self.last_error = self.last_error or reason
+        if first:
+            logger.warning("experiment store: dropping rows (%s); training goes on", reason)

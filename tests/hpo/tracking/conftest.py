@@ -1,0 +1,42 @@
+"""Store fixtures: a SQLite store in a temporary folder, and the PostgreSQL store when HPO_TEST_POSTGRES_URL is set."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from hpo.tracking.store import open_store
+
+
+@pytest.fixture
+def sqlite_store(tmp_path):
+    store = open_store(tmp_path / "experiments.db")
+    yield store
+    store.close()
+
+
+def postgres_url() -> str:
+    url = os.environ.get("HPO_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("HPO_TEST_POSTGRES_URL is not set")
+    return url
+
+
+@pytest.fixture(name="postgres_url")
+def postgres_url_fixture() -> str:
+    return postgres_url()
+
+
+@pytest.fixture
+def postgres_store():
+    store = open_store(postgres_url())
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def unique_study():
+    """A study name no other test (or earlier CI run on the same database) has used."""
+    return f"study-{uuid.uuid4().hex[:10]}"
