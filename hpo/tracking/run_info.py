@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,29 @@ class RunInfo:
                     attribute,
                     ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value),
                 )
+
+    @classmethod
+    def for_trial(
+        cls, spec: Any, trial: Any, *, run_dir: Any, params: dict[str, Any], args: Any = None, **fields: Any
+    ) -> RunInfo:
+        """The RunInfo of an Optuna trial. Slot and devices come from `fields`, else from the trial's user attributes
+        (set by the scheduler), else from CUDA_VISIBLE_DEVICES."""
+        attrs = getattr(trial, "user_attrs", None) or {}
+        study = getattr(trial, "study", None)
+        study_name = getattr(study, "study_name", None) or spec.study.name
+        devices = (
+            fields.pop("devices", None) or attrs.get("devices") or os.environ.get("CUDA_VISIBLE_DEVICES")
+        )
+        return cls(
+            kind="trial",
+            study_name=study_name,
+            trial_number=trial.number,
+            params=dict(params),
+            output_dir=str(run_dir),
+            slot=fields.pop("slot", None) or attrs.get("slot"),
+            devices=devices or "cpu",
+            **fields,
+        )
 
 
 def trial_run_id(study_name: str | None, trial_number: int | None) -> str:

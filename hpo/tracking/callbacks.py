@@ -1,0 +1,96 @@
+"""Builds the tracking callbacks of one run and finishes them with its result.
+
+The study manager calls `finish_tracking(callbacks, outcome)` once the trial's outcome is known. Callbacks it never
+finished (a trial that raised inside training, or a caller that does not know about finishing) are finished with the
+best status we can tell: when the next run's callbacks are built in the same process, and at interpreter exit. So a
+wandb run never stays open into the next trial.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+from pathlib import Path
+from typing import Any
+
+from hpo.tracking.events import store_location
+from hpo.tracking.run_info import RunInfo
+from hpo.tracking.store_callback import ExperimentStoreCallback
+from hpo.tracking.wandb_callback import WandbCallback, default_mode
+
+logger = logging.getLogger(__name__)
+
+_unfinished: list[Any] = []  # this process's tracking callbacks that have not been finished yet
+_STATUS = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
+
+
+def build_callbacks(spec: Any, run: RunInfo) -> list[Any]:
+    finish_leftovers()
+    callbacks: list[Any] = []
+    location = store_location(spec)
+    if location is not None:
+        callbacks.append(ExperimentStoreCallback(location, run))
+    wandb_settings = getattr(getattr(spec, "tracking", None), "wandb", None)
+    if wandb_settings is not None and default_mode(getattr(wandb_settings, "mode", None)) != "disabled":
+        callbacks.append(WandbCallback(wandb_settings, run, directory=wandb_directory(spec, run)))
+    _unfinished.extend(callbacks)
+    return callbacks
+
+
+def wandb_directory(spec: Any, run: RunInfo) -> Path:
+    """The study's output folder for trials (all trials' runs side by side), the run's own folder for a run."""
+    study = getattr(spec, "study", None)
+    if run.kind == "trial":
+        folder = getattr(study, "output_dir", None) if study is not None else None
+        return Path(folder) if folder else Path(run.output_dir).parent
+    return Path(run.output_dir)
+
+
+def finish_all(callbacks: list[Any], outcome: Any = None, **fields: Any) -> None:
+    result = outcome_fields(outcome) if outcome is not None else {}
+    result.update(fields)
+    result.setdefault("status", "completed")
+    for callback in callbacks:
+        if isinstance(callback, ExperimentStoreCallback | WandbCallback):
+            _finish_one(callback, result)
+
+
+def outcome_fields(outcome: Any) -> dict[str, Any]:
+    """status, values, best_step, error from a `hpo.trial.TrialOutcome`."""
+    state = getattr(getattr(outcome, "state", None), "name", str(getattr(outcome, "state", "")))
+    attrs = dict(getattr(outcome, "user_attrs", None) or {})
+    best_step = attrs.get("best_step")
+    if best_step is None:
+        best_step = getattr(outcome, "pruned_step", None)
+    data = {k: attrs[k] for k in ("pruned_step", "duration_s", "best_checkpoint") if attrs.get(k) is not None}
+    return {
+        "status": _STATUS.get(state, "interrupted"),
+        "values": list(outcome.values) if getattr(outcome, "values", None) else None,
+        "best_step": best_step,
+        "error": getattr(outcome, "error", None),
+        "data": data,
+    }
+
+
+def _finish_one(callback: Any, result: dict[str, Any]) -> None:
+    try:
+        callback.finish(**result)
+    except Exception as error:  # tracking must never turn a finished trial into a failed one
+        logger.warning("could not finish %s for %s: %s", type(callback).__name__, callback.run.run_id, error)
+    if callback in _unfinished:
+        _unfinished.remove(callback)
+
+
+def finish_leftovers() -> None:
+    """Finish callbacks nobody finished: "completed" (or "pruned") when training ended, else "failed"."""
+    for callback in list(_unfinished):
+        if callback.train_ended:
+            status = "pruned" if getattr(callback, "pruned_seen", False) else "completed"
+            _finish_one(callback, {"status": status})
+        else:
+            _finish_one(
+                callback, {"status": "failed", "error": "training did not finish (it raised or was stopped)"}
+            )
+
+
+atexit.register(finish_leftovers)

@@ -1,0 +1,162 @@
+"""Records a run in the experiment store as the Trainer runs it.
+
+    on_train_begin  runs row (params, arguments, host, slot, devices, command, packages, git commit) + "started"
+                    (or "resumed" when training continues from a checkpoint)
+    on_log          one metrics row per number of every log record, at the global step
+    on_evaluate     "evaluated" event with the evaluation's metrics
+    on_save         a checkpoint artifact (sha256 and size computed off the training thread)
+    on_train_end    the final TrainerState and end time; rows flushed
+    finish(...)     status, objective and the terminal event ("completed", "pruned", "failed", "interrupted")
+
+Only the main process of a distributed run writes. Rows go through a `BackgroundWriter`: nothing here waits on the
+database, and a database that is down costs rows, not the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import time
+from pathlib import Path
+from typing import Any
+
+from hpo.tracking import environment
+from hpo.tracking.run_info import RunInfo
+from hpo.tracking.store import open_store
+from hpo.tracking.writer import BackgroundWriter
+from trainer.callbacks import TrainerCallback
+
+# TrainerState fields not worth a copy in the runs row (the metrics table already holds the log history).
+_STATE_SKIP = {"log_history", "stateful_callbacks"}
+
+
+def numeric_items(logs: dict[str, Any]) -> dict[str, float]:
+    """The numbers of a log record (bools and strings dropped); step and epoch have their own columns."""
+    return {
+        name: float(value)
+        for name, value in logs.items()
+        if name not in ("step", "epoch") and isinstance(value, numbers.Real) and not isinstance(value, bool)
+    }
+
+
+def pruned_by_sibling(kwargs: dict[str, Any]) -> bool:
+    """Whether a pruning callback in the same Trainer stopped this run (it exposes a non-None `pruned_step`)."""
+    handler = getattr(kwargs.get("trainer"), "callback_handler", None)
+    return any(getattr(cb, "pruned_step", None) is not None for cb in getattr(handler, "callbacks", []))
+
+
+def state_summary(state: Any) -> dict[str, Any]:
+    fields = dataclasses.asdict(state) if dataclasses.is_dataclass(state) else dict(vars(state))
+    return {k: v for k, v in fields.items() if k not in _STATE_SKIP}
+
+
+class ExperimentStoreCallback(TrainerCallback):
+    def __init__(self, location: str, run: RunInfo, *, flush_interval: float = 1.0) -> None:
+        self.location = location
+        self.run = run
+        self.flush_interval = flush_interval
+        self.writer: BackgroundWriter | None = None
+        self.train_ended = False
+        self.pruned_seen = False
+        self.finished = False
+
+    # ---- Trainer events -----------------------------------------------------------------------------------------
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero or self.writer is not None:
+            return
+        location = self.location
+        self.writer = BackgroundWriter(lambda: open_store(location), flush_interval=self.flush_interval)
+        self.writer.submit("runs", self._run_row(args))
+        if state.global_step > 0:
+            self._event("resumed", f"resumed at step {state.global_step}", {"global_step": state.global_step})
+        else:
+            self._event("started", "", {"output_dir": self.run.output_dir})
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.writer is None or not logs:
+            return
+        now = time.time()
+        epoch = logs.get("epoch", state.epoch)
+        for name, value in numeric_items(logs).items():
+            row = {"run_id": self.run.run_id, "step": state.global_step, "epoch": epoch, "name": name}
+            self.writer.submit("metrics", {**row, "value": value, "time": now})
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self.writer is not None:
+            numbers_only = numeric_items(metrics or {})
+            self._event(
+                "evaluated", f"step {state.global_step}", {"step": state.global_step, "metrics": numbers_only}
+            )
+
+    def on_save(self, args, state, control, **kwargs):
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if self.writer is not None and checkpoint.is_dir():
+            row = {"run_id": self.run.run_id, "kind": "checkpoint", "path": str(checkpoint)}
+            self.writer.submit("artifacts", {**row, "step": state.global_step, "time": time.time()})
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.train_ended = True
+        self.pruned_seen = pruned_by_sibling(kwargs)
+        if self.writer is None:
+            return
+        summary = state_summary(state)
+        self.writer.submit("runs", {"id": self.run.run_id, "state": summary, "ended_at": time.time()})
+        # A trial process may end right after training: make the rows durable now, not at some later close.
+        self.writer.flush(timeout=30)
+
+    # ---- the result, from the study manager (or a fallback) --------------------------------------------------
+    def finish(
+        self,
+        status: str,
+        values: list[float] | None = None,
+        best_step: int | None = None,
+        error: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        if self.finished or self.writer is None:
+            self.finished = True
+            return
+        self.finished = True
+        objective = values[0] if values and math.isfinite(values[0]) else None
+        extra = {"values": values, "best_step": best_step, "error": error, **(data or {})}
+        self.writer.submit(
+            "runs",
+            {
+                "id": self.run.run_id,
+                "status": status,
+                "objective": objective,
+                "extra": extra,
+                "ended_at": time.time(),
+            },
+        )
+        message = error or (f"objective {objective}" if objective is not None else status)
+        self._event(status, message, {"values": values, "best_step": best_step, **(data or {})})
+        self.writer.close(timeout=30)
+
+    # ---- helpers ------------------------------------------------------------------------------------------------
+    def _event(self, kind: str, message: str, data: dict[str, Any]) -> None:
+        assert self.writer is not None
+        row = {"run_id": self.run.run_id, "time": time.time(), "kind": kind, "message": message, "data": data}
+        self.writer.submit("events", row)
+
+    def _run_row(self, args: Any) -> dict[str, Any]:
+        run = self.run
+        return {
+            "id": run.run_id,
+            "kind": run.kind,
+            "study_name": run.study_name,
+            "trial_number": run.trial_number,
+            "name": run.name,
+            "status": "running",
+            "params": run.params,
+            "arguments": args.to_dict() if hasattr(args, "to_dict") else dict(vars(args)),
+            "started_at": time.time(),
+            "host": environment.host(),
+            "slot": run.slot,
+            "devices": run.devices,
+            "command": environment.command_line(),
+            "packages": environment.package_versions(),
+            "git_commit": environment.git_commit(),
+            "output_dir": run.output_dir,
+        }

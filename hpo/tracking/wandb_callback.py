@@ -1,0 +1,101 @@
+"""One wandb run per trial (or per `hpo train` run), never shared between trials.
+
+group = the study's name, name = "trial-<number>", config = {"params": ..., "arguments": ...}, every log record at
+step = the global step, and at the end a summary with the objective, the state (complete, pruned, failed) and the best
+step. The run is finished with exit code 0 (complete, pruned) or 1 (failed) by `finish`, before the next trial starts.
+Without an API key the mode is offline: runs are written under `<study output_dir>/wandb/` for `wandb sync`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from hpo.tracking.run_info import RunInfo
+from hpo.tracking.store_callback import numeric_items, pruned_by_sibling
+from trainer.callbacks import TrainerCallback
+
+# The summary's state, in wandb's words, for each status of the store.
+WANDB_STATE = {"completed": "complete", "pruned": "pruned", "failed": "failed", "interrupted": "interrupted"}
+
+
+def default_mode(configured: str | None) -> str:
+    """The configured mode; else WANDB_MODE; else online with an API key and offline without one."""
+    if configured:
+        return configured
+    if os.environ.get("WANDB_MODE") in ("online", "offline", "disabled"):
+        return os.environ["WANDB_MODE"]
+    return "online" if os.environ.get("WANDB_API_KEY") else "offline"
+
+
+class WandbCallback(TrainerCallback):
+    def __init__(self, settings: Any, run: RunInfo, *, directory: str | Path) -> None:
+        self.project = getattr(settings, "project", None)
+        self.entity = getattr(settings, "entity", None)
+        self.mode = default_mode(getattr(settings, "mode", None))
+        self.tags = list(getattr(settings, "tags", None) or [])
+        self.run = run
+        self.directory = Path(directory)
+        self.wandb_run: Any = None
+        self.train_ended = False
+        self.pruned_seen = False
+        self.finished = False
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero or self.wandb_run is not None or self.mode == "disabled":
+            return
+        import wandb
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        arguments = args.to_dict() if hasattr(args, "to_dict") else dict(vars(args))
+        self.wandb_run = wandb.init(
+            project=self.project or self.run.study_name or "hpo",
+            entity=self.entity,
+            group=self.run.study_name if self.run.kind == "trial" else None,
+            name=self.run.name,
+            job_type=self.run.kind,
+            tags=self.tags,
+            config={"params": self.run.params, "arguments": arguments, "run_id": self.run.run_id},
+            mode=self.mode,
+            dir=str(self.directory),
+            # Every trial is its own run even when trials share a process; the previous one was finished by us.
+            reinit="create_new",
+            settings=wandb.Settings(silent=True, console="off", x_disable_stats=True, disable_git=True),
+        )
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.wandb_run is not None and logs:
+            values = {k: v for k, v in numeric_items(logs).items() if math.isfinite(v)}
+            if "epoch" in logs:
+                values["epoch"] = float(logs["epoch"])
+            self.wandb_run.log(values, step=state.global_step)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.train_ended = True
+        self.pruned_seen = pruned_by_sibling(kwargs)
+        if self.wandb_run is not None:
+            self.wandb_run.summary["global_step"] = state.global_step
+
+    def finish(
+        self,
+        status: str,
+        values: list[float] | None = None,
+        best_step: int | None = None,
+        error: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if self.wandb_run is None:
+            return
+        summary = {"state": WANDB_STATE.get(status, status), "best_step": best_step}
+        if values:
+            summary["objective"] = values[0] if len(values) == 1 else list(values)
+        if error:
+            summary["error"] = error
+        self.wandb_run.summary.update(summary)
+        self.wandb_run.finish(exit_code=1 if status == "failed" else 0)
+        self.wandb_run = None
