@@ -1,0 +1,170 @@
+"""DeepSpeed ZeRO (stages 0-3, CPU offload of optimizer and parameters), driven through `deepspeed.initialize` itself:
+accelerate's DeepSpeed plugin miscounts processes on CPU, deepspeed's own engine works with gloo.
+
+The loop keeps its contract: it normalises the loss for gradient accumulation itself (so the engine's backward does not
+divide again), marks the last micro-batch of each window as the accumulation boundary, and steps its own LR scheduler
+(unless the DeepSpeed config brings a scheduler, which the engine then steps). DeepSpeed clips inside `engine.step()`,
+after it has reduced the gradients, so the norm is known only after the step: `grad_norm_after_step`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer import distributed
+from trainer.strategies.base import OptimizerFactory, SchedulerFactory
+from trainer.strategies.deepspeed_config import fill_deepspeed_config, zero_stage
+from trainer.strategies.parallel import ParallelStrategy, load_scheduler, save_scheduler
+
+CHECKPOINT_TAG = "deepspeed"
+
+
+class DeepSpeedStrategy(ParallelStrategy):
+    name = "deepspeed"
+
+    def __init__(self, args: Any) -> None:
+        super().__init__(args)
+        self.config: dict[str, Any] = {}
+        self.last_grad_norm: torch.Tensor | None = None
+
+    def _init_process_group(self, layout: distributed.RankLayout) -> bool:
+        started = super()._init_process_group(layout)
+        import deepspeed
+
+        if layout.rank != 0:
+            logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+        # deepspeed.comm wraps the torch process group started above instead of starting its own.
+        deepspeed.init_distributed(dist_backend=distributed.default_backend(self.device), verbose=False)
+        return started
+
+    def setup(
+        self, model: torch.nn.Module, build_optimizer: OptimizerFactory, build_scheduler: SchedulerFactory
+    ) -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
+        import deepspeed
+
+        self.config = fill_deepspeed_config(getattr(self.args, "deepspeed", None), self.args, self.world_size)
+        client_optimizer = None if "optimizer" in self.config else build_optimizer(model)
+        engine, optimizer, _, engine_scheduler = deepspeed.initialize(
+            model=model,
+            optimizer=client_optimizer,
+            model_parameters=[p for p in model.parameters() if p.requires_grad],
+            config=self.config,
+            dist_init_required=False,
+        )
+        if engine_scheduler is not None:
+            scheduler: Any = EngineSteppedScheduler(engine_scheduler)
+        else:
+            # ZeRO wraps the torch optimizer but shares its param_groups, so a torch scheduler on it drives the lr.
+            scheduler = build_scheduler(_torch_optimizer(optimizer))
+        return engine, optimizer, scheduler
+
+    def no_backward_sync(self, model: torch.nn.Module, enabled: bool) -> contextlib.AbstractContextManager:
+        return _accumulation_boundary(model, is_boundary=not enabled)
+
+    def backward(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        model.backward(loss, scale_wrt_gas=False)  # the loop has already divided by the accumulation steps
+
+    def clip_grad_norm(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float
+    ) -> torch.Tensor | None:
+        """DeepSpeed clips inside `engine.step()` (config `gradient_clipping` = max_grad_norm), when gradients are
+        reduced and partitioned. The norm it measures is returned by `grad_norm_after_step`."""
+        return None
+
+    def optimizer_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> bool:
+        model.step()
+        norm = model.get_global_grad_norm()
+        self.last_grad_norm = None if norm is None else torch.as_tensor(float(norm))
+        return bool(model.was_step_applied())
+
+    def grad_norm_after_step(self) -> torch.Tensor | None:
+        return self.last_grad_norm if self.args.max_grad_norm else None
+
+    # ---- weights and checkpoints ------------------------------------------------------------------------
+    def full_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """fp32 weights gathered from the ZeRO partitions (a collective under ZeRO-3: every rank calls it)."""
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        module = self.unwrap(model)
+        gathered: dict[int, torch.Tensor] = {}
+        state: dict[str, torch.Tensor] = {}
+        for name, param in module.named_parameters(remove_duplicate=False):
+            if id(param) not in gathered:
+                full = safe_get_full_fp32_param(param)
+                gathered[id(param)] = (full if full is not None else param).detach().to("cpu", copy=True)
+            state[name] = gathered[id(param)]
+        names = set(state)
+        for name, buffer in module.state_dict().items():
+            if name not in names:
+                state[name] = buffer.detach().to("cpu")
+        return state if self.is_global_zero else {}
+
+    def save_checkpoint(
+        self, directory: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+    ) -> None:
+        directory = Path(directory)
+        # DeepSpeed's own files (every rank writes its optimizer partition), plus consolidated weights for users.
+        model.save_checkpoint(str(directory), tag=CHECKPOINT_TAG, save_latest=False)
+        self.write_model_file(directory, self.full_state_dict(model))
+        if not isinstance(scheduler, EngineSteppedScheduler):
+            save_scheduler(directory, scheduler, self)
+        self.barrier()
+
+    def load_checkpoint(
+        self, directory: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+    ) -> None:
+        directory = Path(directory)
+        engine_owns_scheduler = isinstance(scheduler, EngineSteppedScheduler)
+        model.load_checkpoint(
+            str(directory),
+            tag=CHECKPOINT_TAG,
+            load_optimizer_states=True,
+            load_lr_scheduler_states=engine_owns_scheduler,
+        )
+        if not engine_owns_scheduler:
+            load_scheduler(directory, scheduler)
+        self.barrier()
+
+    def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        return getattr(model, "module", model)
+
+    @property
+    def zero_stage(self) -> int:
+        return zero_stage(self.config)
+
+
+class EngineSteppedScheduler:
+    """A scheduler from the DeepSpeed config: `engine.step()` steps it, so the loop's `step()` must not."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def get_last_lr(self) -> list[float]:
+        return self.scheduler.get_last_lr()
+
+    def state_dict(self) -> dict:
+        return self.scheduler.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scheduler.load_state_dict(state)
+
+
+def _torch_optimizer(optimizer: Any) -> torch.optim.Optimizer:
+    while not isinstance(optimizer, torch.optim.Optimizer) and hasattr(optimizer, "optimizer"):
+        optimizer = optimizer.optimizer
+    return optimizer
+
+
+@contextlib.contextmanager
+def _accumulation_boundary(engine: Any, is_boundary: bool) -> Iterator[None]:
+    engine.set_gradient_accumulation_boundary(is_boundary)
+    yield
