@@ -1,0 +1,89 @@
+"""`hpo run study.yaml`: run (or continue) a study, then print its best trial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from optuna.trial import FrozenTrial
+from rich.console import Console
+
+from hpo.commands.study_args import format_params, format_values, load_study, study_arguments
+
+
+@click.command("run")
+@study_arguments
+@click.option(
+    "--n-trials", type=click.IntRange(min=1), help="Total trials of the study (finished ones count)."
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), help="Start no new trial after S seconds."
+)
+@click.option("--workers", type=click.IntRange(min=1), help="Trials in parallel on CPU (one process each).")
+@click.option("--gpus", metavar="IDS", help="GPUs to use, e.g. 0,1,3 (default: all visible).")
+@click.option(
+    "--no-dry-run", is_flag=True, help="Skip the dry evaluation that checks the metric before trials start."
+)
+def run(
+    study_file: Path,
+    storage: str | None,
+    overrides: tuple[str, ...],
+    n_trials: int | None,
+    timeout: float | None,
+    workers: int | None,
+    gpus: str | None,
+    no_dry_run: bool,
+) -> None:
+    """Run the study in STUDY_FILE; running it again continues it."""
+    from hpo.study import run_loaded_study
+
+    console = Console()
+    spec = load_study(study_file, storage, overrides)
+    console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
+    summary = run_loaded_study(
+        spec,
+        n_trials=n_trials,
+        timeout=timeout,
+        storage=storage,
+        workers=workers,
+        gpus=_parse_gpus(gpus),
+        report=lambda trial: console.print(_trial_line(trial)),
+        dry_run=not no_dry_run,
+    )
+    counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items())
+    console.print(f"[bold]{summary.study_name}[/]: {counts} in {summary.duration_s or 0:.1f} s")
+    if not summary.best_trials:
+        console.print("no trial completed")
+        return
+    label = "best trial" if len(summary.directions) == 1 else "Pareto front"
+    for best in summary.best_trials:
+        console.print(
+            f"{label}: #{best.number} {', '.join(summary.metrics)} = {format_values(best.values)} "
+            f"({format_params(best.params)}); checkpoint: {best.best_checkpoint or '-'}"
+        )
+
+
+def _trial_line(trial: FrozenTrial) -> str:
+    attrs = trial.user_attrs
+    line = f"trial {trial.number:>3} {trial.state.name:<8}"
+    if trial.state.name == "PRUNED":
+        line += f" at step {attrs.get('pruned_step')}"
+    elif trial.values is not None:
+        line += f" {format_values(list(trial.values))}"
+    if attrs.get("duration_s") is not None:
+        line += f"  {attrs['duration_s']:.1f} s"
+    line += f"  {format_params(trial.params)}"
+    if attrs.get("error"):
+        line += f"\n    error: {attrs['error']}"
+    return line
+
+
+def _parse_gpus(gpus: str | None) -> list[int] | None:
+    if gpus is None:
+        return None
+    try:
+        return [int(g) for g in gpus.split(",") if g.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{gpus!r}: give GPU numbers separated by commas, e.g. 0,1,3", param_hint="--gpus"
+        ) from None

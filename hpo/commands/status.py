@@ -1,0 +1,50 @@
+"""`hpo status study.yaml`: a table of the study's trials (number, state, value, params, duration, pruned at step)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from hpo.commands.study_args import format_params, format_values, load_study, study_arguments
+
+STATE_STYLES = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red", "RUNNING": "cyan", "WAITING": "dim"}
+
+
+@click.command("status")
+@study_arguments
+def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> None:
+    """Show every trial of the study in STUDY_FILE (read-only; works while `hpo run` is running)."""
+    from hpo.study import load_existing_study, summarize
+
+    spec = load_study(study_file, storage, overrides)
+    study = load_existing_study(spec, storage)
+    summary = summarize(spec, study, storage)
+    best = {t.number for t in summary.best_trials}
+    table = Table(
+        title=f"{summary.study_name} ({', '.join(f'{m} {d}' for m, d in zip(summary.metrics, summary.directions, strict=True))})"
+    )
+    for column in ("#", "state", "value", "params", "duration (s)", "pruned at step"):
+        table.add_column(
+            column, justify="right" if column in ("#", "duration (s)", "pruned at step") else "left"
+        )
+    for trial in study.get_trials(deepcopy=False):
+        attrs = trial.user_attrs
+        state = trial.state.name
+        duration = attrs.get("duration_s")
+        if duration is None and trial.datetime_start and trial.datetime_complete:
+            duration = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        table.add_row(
+            f"{trial.number}{' *' if trial.number in best else ''}",
+            f"[{STATE_STYLES.get(state, '')}]{state}[/]",
+            format_values(list(trial.values) if trial.values is not None else None),
+            format_params(trial.params),
+            "-" if duration is None else f"{duration:.1f}",
+            "-" if attrs.get("pruned_step") is None else str(attrs["pruned_step"]),
+        )
+    console = Console()
+    console.print(table)
+    counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
+    console.print(f"{counts}; * = best" + (" (Pareto front)" if len(summary.directions) > 1 else ""))

@@ -1,0 +1,373 @@
+"""The study manager: open (or continue) the Optuna study a study file describes, and run its trials.
+
+    spec = load_study_spec("studies/digits_mlp.yaml")
+    check_study(spec)                     # refusals before any trial starts (hpo.preflight)
+    study = open_study(spec)              # sampler, pruner, directions, storage; enqueued trials; stale trials re-queued
+    execute(spec, study, ...)             # trials until n_trials (a total over every run of the study) or the timeout
+    summary = summarize(spec, study)
+
+`run_study(path, **overrides)` does all of it. Running it again on the same study continues it: finished trials stay,
+n_trials counts them, and trials whose process died are failed and queued again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.disk import enforce_keep_checkpoints
+from hpo.errors import ConfigError, HpoError
+from hpo.objectives import study_directions, study_metrics
+from hpo.preflight import check_study
+from hpo.resume import DEFAULT_MAX_RETRIES, requeue_stale_trials
+from hpo.spec.errors import FieldProblem
+from hpo.trial import process_identity, record_outcome, run_trial
+
+TrialReporter = Callable[[FrozenTrial], None]
+
+
+# ---- opening -------------------------------------------------------------------------------------------------------
+def storage_url(spec: Any, storage: str | None = None) -> str:
+    """`--storage` wins, then the file's `study.storage`, then a SQLite file in the study's output folder."""
+    return str(storage or spec.storage)
+
+
+def build_sampler(spec: Any, seed_offset: int = 0) -> optuna.samplers.BaseSampler:
+    """The file's sampler. `seed_offset` shifts its seed (per worker, and per resumed run), so that processes sharing
+    a study do not draw the same points; a fresh study in one process uses the file's seed exactly."""
+    section = spec.study.sampler
+    if seed_offset and section.seed is not None:
+        section = section.model_copy(update={"seed": section.seed + seed_offset})
+    grid = (
+        {name: p.grid_values() for name, p in spec.sampled_params().items()}
+        if section.type == "grid"
+        else None
+    )
+    try:
+        return section.build(grid)
+    except FieldProblem as problem:
+        raise ConfigError(f"study.sampler.{problem.field}: {problem.message}") from problem
+
+
+def build_pruner(spec: Any) -> optuna.pruners.BasePruner:
+    try:
+        return spec.study.pruner.build() if spec.study.pruner is not None else optuna.pruners.NopPruner()
+    except FieldProblem as problem:
+        raise ConfigError(f"study.pruner.{problem.field}: {problem.message}") from problem
+
+
+def create_storage(url: str) -> optuna.storages.BaseStorage:
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        from hpo.storage import (
+            create_storage as hpo_storage,
+        )  # WAL, busy timeouts, heartbeats (scheduler work)
+    except ImportError:
+        return optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
+    return hpo_storage(url)
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    return {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+
+
+def open_study(spec: Any, *, storage: str | None = None, worker_index: int = 0) -> optuna.Study:
+    """Create the study, or load it when it exists, with the file's sampler, pruner and directions; enqueue its
+    `enqueue:` trials once (a re-run does not enqueue them again)."""
+    url = storage_url(spec, storage)
+    backend = create_storage(url)
+    directions = study_directions(spec.study)
+    existing = _existing_trial_count(backend, spec.study.name)
+    sampler = build_sampler(spec, seed_offset=worker_index * 100_003 + existing)
+    pruner = build_pruner(spec)
+    study = optuna.create_study(
+        storage=backend,
+        study_name=spec.study.name,
+        sampler=sampler,
+        pruner=pruner,
+        directions=directions,
+        load_if_exists=True,
+    )
+    stored = [d.name.lower() for d in study.directions]
+    if stored != directions:
+        raise ConfigError(
+            f"study.direction: the stored study '{spec.study.name}' in {redact(url)} optimises {stored}, the file says "
+            f"{directions}; use another study.name or --storage"
+        )
+    for params in getattr(spec.study, "enqueue", None) or []:
+        study.enqueue_trial(dict(params), skip_if_exists=True)
+    return study
+
+
+def load_existing_study(spec: Any, storage: str | None = None) -> optuna.Study:
+    """The study for reading (status, best): an error, not an empty new study, when it does not exist."""
+    url = storage_url(spec, storage)
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+        raise HpoError(f"no study database at {url}; run `hpo run` on the study file first")
+    try:
+        return optuna.load_study(study_name=spec.study.name, storage=create_storage(url))
+    except KeyError as error:
+        raise HpoError(f"no study named '{spec.study.name}' in {redact(url)}; run `hpo run` first") from error
+
+
+def _existing_trial_count(backend: optuna.storages.BaseStorage, name: str) -> int:
+    try:
+        return len(backend.get_all_trials(backend.get_study_id_from_name(name), deepcopy=False))
+    except KeyError:
+        return 0
+
+
+def redact(url: str) -> str:
+    """A storage URL without its password, for messages."""
+    if "://" in url and "@" in url:
+        scheme, rest = url.split("://", 1)
+        credentials, host = rest.rsplit("@", 1)
+        return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
+    return url
+
+
+# ---- counting -------------------------------------------------------------------------------------------------------
+def counted_trials(study: optuna.Study) -> int:
+    """Trials that count toward n_trials: finished ones and running ones (a stale trial that was queued again counts
+    once, as its retry)."""
+    count = 0
+    for trial in study.get_trials(deepcopy=False):
+        if trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING):
+            count += 1
+        elif trial.state == TrialState.FAIL and not trial.user_attrs.get("requeued"):
+            count += 1
+    return count
+
+
+def remaining_trials(study: optuna.Study, n_trials: int | None) -> int | None:
+    return None if n_trials is None else max(0, n_trials - counted_trials(study))
+
+
+def keep_top_k(spec: Any) -> int | None:
+    """`keep_checkpoints: {top_k: k}` (default 1); `top_k: null` keeps every checkpoint."""
+    return spec.study.keep_checkpoints.top_k
+
+
+# ---- executing ------------------------------------------------------------------------------------------------------
+def after_trial(spec: Any, study: optuna.Study) -> None:
+    """Housekeeping after any trial ends (also for schedulers): bound the disk."""
+    enforce_keep_checkpoints(study, spec, keep_top_k(spec))
+
+
+def run_trials_in_process(
+    spec: Any,
+    study: optuna.Study,
+    *,
+    n_trials: int | None,
+    timeout: float | None,
+    report: TrialReporter | None = None,
+) -> None:
+    """Run trials one after another in this process until `n_trials` (a total for the study) or `timeout` seconds.
+
+    The scheduler (`hpo.scheduler.run_trials`) runs each trial in a fresh process instead; this executor keeps
+    `hpo run` working without it and serves `hyperparameter_search`-style in-process use."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    failures = 0
+    max_failures = getattr(spec.study, "max_failures", None)
+    while (remaining_trials(study, n_trials) or 0) > 0 or n_trials is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        trial = study.ask()
+        for key, value in process_identity().items():
+            trial.set_user_attr(
+                key, value
+            )  # at once: a kill from here on leaves a trial that resume can tell is stale
+        resume_from = _resume_checkpoint(trial)
+        if resume_from:
+            trial.set_user_attr("resumed_from_trial", trial.user_attrs.get("requeued_from_trial"))
+        outcome = run_trial(spec, study, trial, resume_from=resume_from)
+        record_outcome(study, trial, outcome)
+        after_trial(spec, study)
+        if report is not None:
+            report(_frozen(study, trial.number))
+        if outcome.state == TrialState.FAIL:
+            failures += 1
+            if max_failures is not None and failures >= max_failures:
+                raise HpoError(
+                    f"study stopped: {failures} trials failed in this run (study.max_failures = {max_failures}); "
+                    f"last error: {outcome.error}. Fix it, then run again: finished trials are kept"
+                )
+
+
+def _resume_checkpoint(trial: optuna.Trial) -> str | None:
+    path = trial.user_attrs.get("resume_from")
+    return path if path and Path(path).is_dir() else None
+
+
+def _frozen(study: optuna.Study, number: int) -> FrozenTrial:
+    return study._storage.get_trial(
+        study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
+    )  # noqa: SLF001
+
+
+def execute(
+    spec: Any,
+    study: optuna.Study,
+    *,
+    n_trials: int | None,
+    timeout: float | None,
+    workers: int | None = None,
+    gpus: Sequence[int] | None = None,
+    report: TrialReporter | None = None,
+) -> None:
+    """Run the study's trials: through the scheduler (one process per trial) when it is there, else in this process."""
+    try:
+        from hpo.scheduler import run_trials
+    except ImportError:
+        run_trials_in_process(spec, study, n_trials=n_trials, timeout=timeout, report=report)
+        return
+    run_trials(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus)
+
+
+# ---- summary --------------------------------------------------------------------------------------------------------
+@dataclass
+class TrialSummary:
+    number: int
+    state: str
+    values: list[float] | None
+    params: dict[str, Any]
+    best_step: int | None = None
+    best_checkpoint: str | None = None
+    run_dir: str | None = None
+    pruned_step: int | None = None
+    duration_s: float | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, trial: FrozenTrial) -> TrialSummary:
+        attrs = trial.user_attrs
+        duration = attrs.get("duration_s")
+        if duration is None and trial.datetime_start and trial.datetime_complete:
+            duration = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        return cls(
+            number=trial.number,
+            state=trial.state.name,
+            values=list(trial.values) if trial.values is not None else None,
+            params=dict(trial.params),
+            best_step=attrs.get("best_step"),
+            best_checkpoint=attrs.get("best_checkpoint"),
+            run_dir=attrs.get("run_dir"),
+            pruned_step=attrs.get("pruned_step"),
+            duration_s=duration,
+            error=attrs.get("error"),
+        )
+
+
+@dataclass
+class StudySummary:
+    study_name: str
+    storage: str
+    directions: list[str]
+    metrics: list[str]
+    counts: dict[str, int]
+    best_trials: list[TrialSummary] = field(default_factory=list)
+    duration_s: float | None = None
+
+    @property
+    def best_trial(self) -> TrialSummary | None:
+        """The best trial (one objective), or the first of the Pareto front."""
+        return self.best_trials[0] if self.best_trials else None
+
+    @property
+    def best_value(self) -> float | None:
+        best = self.best_trial
+        return best.values[0] if best and best.values else None
+
+    @property
+    def n_trials(self) -> int:
+        return sum(self.counts.values())
+
+
+def summarize(
+    spec: Any, study: optuna.Study, storage: str | None = None, duration_s: float | None = None
+) -> StudySummary:
+    trials = study.get_trials(deepcopy=False)
+    counts = {state.name: sum(t.state == state for t in trials) for state in TrialState}
+    return StudySummary(
+        study_name=study.study_name,
+        storage=redact(storage_url(spec, storage)),
+        directions=study_directions(spec.study),
+        metrics=study_metrics(spec.study),
+        counts={k: v for k, v in counts.items() if v},
+        best_trials=[TrialSummary.of(t) for t in best_trials(study)],
+        duration_s=duration_s,
+    )
+
+
+def best_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The best trial in a list, or the Pareto front ordered by the first objective; empty when none completed."""
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        return []
+    if len(study.directions) == 1:
+        return [study.best_trial]
+    first_max = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+    return sorted(study.best_trials, key=lambda t: t.values[0], reverse=first_max)
+
+
+# ---- the whole run --------------------------------------------------------------------------------------------------
+def run_loaded_study(
+    spec: Any,
+    *,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    storage: str | None = None,
+    workers: int | None = None,
+    gpus: Sequence[int] | None = None,
+    report: TrialReporter | None = None,
+    dry_run: bool = True,
+) -> StudySummary:
+    started = time.monotonic()
+    n_trials = n_trials if n_trials is not None else getattr(spec.study, "n_trials", None)
+    timeout = timeout if timeout is not None else getattr(spec.study, "timeout", None)
+    if n_trials is None and timeout is None:
+        raise ConfigError(
+            "study.n_trials: give n_trials or timeout (or --n-trials / --timeout), else it never ends"
+        )
+    check_study(spec, dry_run=dry_run)
+    study = open_study(spec, storage=storage)
+    max_retries = getattr(getattr(spec, "resources", None), "max_retries", DEFAULT_MAX_RETRIES)
+    requeue_stale_trials(study, max_retries=max_retries)
+    execute(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus, report=report)
+    after_trial(spec, study)
+    return summarize(spec, study, storage, duration_s=time.monotonic() - started)
+
+
+def overrides_from_kwargs(kwargs: dict[str, Any]) -> list[str]:
+    """`training__learning_rate=1e-3` -> `training.learning_rate=0.001` (the `--set` form)."""
+    # JSON is YAML flow syntax: numbers, strings, lists and mappings survive the round trip exactly.
+    return [f"{key.replace('__', '.')}={json.dumps(value)}" for key, value in kwargs.items()]
+
+
+def run_study(
+    path: str | Path,
+    *,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    storage: str | None = None,
+    set: Sequence[str] = (),  # noqa: A002 - mirrors `--set`
+    workers: int | None = None,
+    gpus: Sequence[int] | None = None,
+    report: TrialReporter | None = None,
+    **overrides: Any,
+) -> StudySummary:
+    """`hpo run` as a function. Extra keyword arguments are `--set` overrides with `__` for dots:
+    `run_study("s.yaml", n_trials=4, training__max_steps=20)`."""
+    from hpo.spec import load_study_spec
+
+    spec = load_study_spec(path, overrides=[*set, *overrides_from_kwargs(overrides)], storage=storage)
+    return run_loaded_study(
+        spec, n_trials=n_trials, timeout=timeout, storage=storage, workers=workers, gpus=gpus, report=report
+    )

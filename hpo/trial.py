@@ -1,0 +1,271 @@
+"""One trial of a study: sample the parameters, build a fresh Trainer, train, score, and say how it ended.
+
+Isolation is the point. Each trial gets a new TrainingArguments object (the spec's defaults are never mutated), a seed
+set right before `model_init`, new callback instances (an early-stopping counter starts at zero), its own output folder
+`trial-<number>/` and its own tracker runs. `run_trial` never calls `study.tell`: the caller (the in-process executor of
+`hpo.study`, or a scheduler worker) records the outcome with `record_outcome`, so a trial can run in any process.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import socket
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from hpo.objectives import study_directions, study_metrics, trial_values
+from hpo.pruning import ObjectiveTracker, OptunaPruningCallback
+from hpo.space import sample_params, split_params
+from trainer import Trainer, TrainerCallback, set_seed
+
+
+@dataclass
+class TrialOutcome:
+    state: TrialState
+    values: list[float] | None
+    pruned_step: int | None
+    error: str | None
+    user_attrs: dict[str, Any] = field(default_factory=dict)
+
+
+class TrialIdentityCallback(TrainerCallback):
+    """Marks the Trainer's state as a trial's (HF names), at train begin, after the Trainer has built its state."""
+
+    def __init__(self, trial_name: str, trial_params: dict[str, Any]) -> None:
+        self.trial_name = trial_name
+        self.trial_params = dict(trial_params)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        state.trial_name = self.trial_name
+        state.trial_params = dict(self.trial_params)
+        state.is_hyper_param_search = True
+
+
+def trial_dir(spec: Any, number: int) -> Path:
+    return Path(spec.trial_dir(number))
+
+
+def process_identity() -> dict[str, Any]:
+    """Who runs a trial: enough to tell later whether that process still exists (pid plus its start time)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": process_start_time(os.getpid())}
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of a process (clock ticks since boot), so a reused pid is not mistaken for ours."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_trial(
+    spec: Any,
+    study: optuna.Study,
+    trial: optuna.Trial,
+    *,
+    resume_from: str | None = None,
+    extra_callbacks: Sequence[TrainerCallback] = (),
+) -> TrialOutcome:
+    """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise."""
+    started = time.time()
+    run_dir = trial_dir(spec, trial.number)
+    attrs: dict[str, Any] = {"run_dir": str(run_dir), **process_identity()}
+    if resume_from:
+        attrs["resume_from"] = str(resume_from)
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    tracking: list[TrainerCallback] = []
+    try:
+        outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking)
+    except Exception as error:  # noqa: BLE001 - a failing trial must not stop the study
+        message = f"{type(error).__name__}: {error}"
+        outcome = TrialOutcome(TrialState.FAIL, None, None, message, {"traceback": traceback.format_exc()})
+    outcome.user_attrs = {**attrs, **outcome.user_attrs, "duration_s": round(time.time() - started, 3)}
+    outcome.user_attrs["error"] = outcome.error
+    outcome.user_attrs["pruned_step"] = outcome.pruned_step
+    _finish_tracking(tracking, outcome)
+    _release_memory()
+    return outcome
+
+
+def _train_and_score(
+    spec: Any,
+    trial: optuna.Trial,
+    run_dir: Path,
+    resume_from: str | None,
+    extra: list[TrainerCallback],
+    tracking: list[TrainerCallback],
+) -> TrialOutcome:
+    task = spec.task.resolve()
+    params = sample_params(trial, spec.search_space)
+    training, model_params = split_params(spec, params)
+    args = trial_arguments(spec, run_dir, trial.number, training)
+    train_dataset, eval_dataset = task.data(dict(model_params))
+
+    def model_init():
+        # The seed right before the model is built: every trial starts from the same initialisation for its params.
+        set_seed(args.seed)
+        return task.model_init(dict(model_params))
+
+    tracker = ObjectiveTracker()
+    pruning = _pruning_callback(spec, trial)
+    callbacks = [TrialIdentityCallback(f"trial-{trial.number}", params), tracker]
+    callbacks += [pruning] if pruning else []
+    tracking.extend(_tracking_callbacks(spec, trial, run_dir, params))
+    callbacks += _task_callbacks(task) + tracking + extra
+    set_seed(args.seed)
+    trainer = Trainer(
+        model_init=model_init,
+        args=args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        data_collator=task.collator,
+        compute_metrics=task.compute_metrics,
+        callbacks=callbacks,
+    )
+    trainer.train(resume_from_checkpoint=resume_from)
+    if (
+        not tracker.evaluations
+        and eval_dataset is not None
+        and (pruning is None or pruning.pruned_step is None)
+    ):
+        trainer.evaluate()  # evaluation was off during training: score the final model once
+    outcome = score_trial(spec, tracker, pruning, run_dir, trainer.state)
+    del trainer
+    return outcome
+
+
+def trial_arguments(spec: Any, run_dir: Path, number: int, training: dict[str, Any]) -> Any:
+    """A fresh TrainingArguments for this trial: the spec's defaults, the sampled values, the trial's folder.
+
+    With one objective scored by its best evaluation, the Trainer is told which metric is best (unless the study file
+    says otherwise), so that its `best_model_checkpoint` and checkpoint rotation keep that checkpoint."""
+    overrides: dict[str, Any] = {"run_name": f"trial-{number}", **training}
+    metrics, directions = study_metrics(spec.study), study_directions(spec.study)
+    defaults = dict(getattr(spec, "training", None) or {})
+    if (
+        len(metrics) == 1
+        and "metric_for_best_model" not in defaults
+        and "metric_for_best_model" not in training
+    ):
+        overrides["metric_for_best_model"] = metrics[0]
+        overrides["greater_is_better"] = directions[0] == "maximize"
+    return spec.training_arguments(str(run_dir), **overrides)
+
+
+def _pruning_callback(spec: Any, trial: optuna.Trial) -> OptunaPruningCallback | None:
+    pruner = spec.study.pruner
+    if pruner is None or not pruner.enabled or len(study_metrics(spec.study)) > 1:
+        return None
+    return OptunaPruningCallback(trial, metric=study_metrics(spec.study)[0])
+
+
+def _task_callbacks(task: Any) -> list[TrainerCallback]:
+    """A task may name `callbacks`: a factory called once per trial, so each trial has its own instances."""
+    factory = getattr(task, "callbacks", None)
+    return list(factory()) if callable(factory) else []
+
+
+def _tracking_callbacks(spec: Any, trial: Any, run_dir: Path, params: dict) -> list[TrainerCallback]:
+    """Fresh store/wandb callbacks for this trial; only the process that owns the trial (rank 0) records it."""
+    if os.environ.get("RANK", "0") != "0":
+        return []
+    from hpo.tracking import RunInfo, build_tracking_callbacks
+
+    attrs = getattr(trial, "user_attrs", {}) or {}
+    run = RunInfo(
+        kind="trial",
+        study_name=spec.study.name,
+        trial_number=trial.number,
+        params=dict(params),
+        output_dir=str(run_dir),
+        slot=attrs.get("slot"),
+        devices=attrs.get("devices"),
+    )
+    return list(build_tracking_callbacks(spec, run=run))
+
+
+def _finish_tracking(callbacks: list[TrainerCallback], outcome: TrialOutcome) -> None:
+    """Close this trial's tracker runs with its result before the next trial starts. A tracker that fails costs its
+    records, never the trial."""
+    if not callbacks:
+        return
+    from hpo.tracking import finish_tracking
+
+    try:
+        finish_tracking(callbacks, outcome)
+    except Exception as error:  # noqa: BLE001
+        outcome.user_attrs["tracking_error"] = f"{type(error).__name__}: {error}"
+
+
+def score_trial(
+    spec: Any, tracker: ObjectiveTracker, pruning: Any, run_dir: Path, state: Any
+) -> TrialOutcome:
+    """The trial's state and values from its evaluations: best (or last) evaluation, PRUNED with its step, or FAIL."""
+    metrics, directions = study_metrics(spec.study), study_directions(spec.study)
+    objective = str(getattr(spec.study, "objective", None) or "best")
+    values, best_step = trial_values(tracker.evaluations, metrics, directions, objective)
+    final = tracker.evaluations[-1][1] if tracker.evaluations else {}
+    attrs = {
+        "best_step": best_step,
+        "best_checkpoint": best_checkpoint(run_dir, best_step, state),
+        "final_metrics": {k: (v if math.isfinite(v) else None) for k, v in final.items()},
+        "global_step": state.global_step,
+    }
+    if pruning is not None and pruning.pruned_step is not None:
+        value = pruning.pruned_value
+        pruned_values = [value] if value is not None and math.isfinite(value) else None
+        return TrialOutcome(TrialState.PRUNED, pruned_values, pruning.pruned_step, None, attrs)
+    if not tracker.evaluations:
+        error = "no evaluation ran: give the task an eval dataset (the objective is an evaluation metric)"
+        return TrialOutcome(TrialState.FAIL, None, None, error, attrs)
+    if values is None:
+        missing = [m for m in metrics if m not in final]
+        error = f"evaluation did not produce {', '.join(missing)}; it produced: {', '.join(sorted(final))}"
+        return TrialOutcome(TrialState.FAIL, None, None, error, attrs)
+    if not all(math.isfinite(v) for v in values):
+        error = f"non-finite objective: {dict(zip(metrics, values, strict=True))}"
+        return TrialOutcome(TrialState.FAIL, None, None, error, attrs)
+    return TrialOutcome(TrialState.COMPLETE, values, None, None, attrs)
+
+
+def best_checkpoint(run_dir: Path, best_step: int | None, state: Any) -> str | None:
+    """The checkpoint saved at the best evaluation's step, else the Trainer's own best, else None."""
+    if best_step is not None and (run_dir / f"checkpoint-{best_step}").is_dir():
+        return str(run_dir / f"checkpoint-{best_step}")
+    trainer_best = getattr(state, "best_model_checkpoint", None)
+    if trainer_best and Path(trainer_best).is_dir():
+        return str(trainer_best)
+    return None
+
+
+def record_outcome(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    """Store the user attributes and tell the study how the trial ended."""
+    for key, value in outcome.user_attrs.items():
+        trial.set_user_attr(key, value)
+    if outcome.state == TrialState.COMPLETE:
+        study.tell(trial, outcome.values)
+    else:
+        study.tell(trial, state=outcome.state)
+
+
+def _release_memory() -> None:
+    """When trials share a process (the in-process executor, hyperparameter_search), free what the last one held."""
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass

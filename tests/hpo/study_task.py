@@ -1,0 +1,97 @@
+"""A tiny, deterministic task for the study manager's tests: an MLP on a generated 3-class problem (a few ms a step).
+
+Study files written by the tests name it as `study_task:model_init`; `write_study` copies this module next to the file,
+so the study's own folder makes it importable, in the test process and in subprocesses alike.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from torch import nn
+
+FEATURES, CLASSES = 8, 3
+
+
+class Samples(torch.utils.data.Dataset):
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"x": self.x[index], "labels": self.y[index]}
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(FEATURES, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, CLASSES))
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        logits = self.net(x)
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = nn.functional.cross_entropy(logits, labels)
+        return out
+
+
+def model_init(params: dict[str, Any]) -> nn.Module:
+    if params.get("explode"):
+        raise RuntimeError("model_init exploded on purpose")
+    return MLP(int(params.get("hidden", 16)), float(params.get("dropout", 0.0)))
+
+
+def data(params: dict[str, Any]) -> tuple[Samples, Samples]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(384, FEATURES, generator=generator)
+    centers = torch.randn(CLASSES, FEATURES, generator=generator) * 1.5
+    y = torch.cdist(x, centers).argmin(dim=1)
+    return Samples(x[:256], y[:256]), Samples(x[256:], y[256:])
+
+
+def compute_metrics(prediction: Any) -> dict[str, float]:
+    logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+    return {"accuracy": float((np.asarray(logits).argmax(-1) == np.asarray(prediction.label_ids)).mean())}
+
+
+def write_study(folder: Path, **sections: Any) -> Path:
+    """A study file in `folder` with this task, short training defaults, and `sections` merged over them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(__file__), folder / "study_task.py")
+    spec: dict[str, Any] = {
+        "study": {"name": "test", "output_dir": str(folder / "out"), "metric": "accuracy", "direction": "maximize"},
+        "task": {
+            "model_init": "study_task:model_init",
+            "data": "study_task:data",
+            "compute_metrics": "study_task:compute_metrics",
+        },
+        "training": {
+            "max_steps": 12,
+            "per_device_train_batch_size": 32,
+            "per_device_eval_batch_size": 128,
+            "learning_rate": 0.01,
+            "eval_strategy": "steps",
+            "eval_steps": 4,
+            "save_strategy": "steps",
+            "save_steps": 4,
+            "logging_steps": 4,
+            "disable_tqdm": True,
+        },
+        "search_space": {"learning_rate": {"type": "float", "low": 1.0e-4, "high": 0.1, "log": True}},
+        "tracking": {"store": False},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = {**spec[key], **value}
+        else:
+            spec[key] = value
+    path = folder / "study.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
