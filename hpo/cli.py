@@ -14,6 +14,7 @@ from hpo.errors import HpoError
 # name -> "module:attribute" of a click.Command. Add a line here for each new command.
 COMMANDS: dict[str, str] = {
     "train": "hpo.commands.train:train",
+    "validate": "hpo.commands.validate:validate",
 }
 
 

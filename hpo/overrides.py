@@ -1,0 +1,109 @@
+"""`--set key=value` overrides and the YAML loader shared by run and study files.
+
+The value of an override is parsed as YAML (`--set training.learning_rate=3e-4`, `--set study.enqueue=[{lr: 0.1}]`) and
+the key is a dotted path into the file (`search_space.lr.high`, `study.enqueue.0.lr` for a list item). Overrides are
+applied to the raw mapping before validation, so a misspelt key is reported by the schema like any other unknown field.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpo.errors import ConfigError
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that reads `3e-4` and `1e5` as floats.
+
+    PyYAML follows YAML 1.1, where a float needs a dot (`3.0e-4`), so `learning_rate: 3e-4` would load as the string
+    "3e-4". Every ML config writes learning rates that way, so accept the YAML 1.2 float syntax too.
+    """
+
+
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_SafeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+
+
+def parse_yaml(text: str, *, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass: data only, never code
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{source}: not valid YAML: {error}") from error
+
+
+def load_yaml_file(path: str | Path) -> dict[str, Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{file}: file not found")
+    data = parse_yaml(file.read_text(encoding="utf-8"), source=str(file))
+    if data is None:
+        raise ConfigError(f"{file}: the file is empty")
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{file}: expected a mapping of sections (task:, training:, ...), got a {type(data).__name__}"
+        )
+    return data
+
+
+def parse_overrides(overrides: list[str] | tuple[str, ...] | None) -> list[tuple[list[str], Any]]:
+    """Parse `key=value` strings into (path, value) pairs; the value is YAML."""
+    parsed = []
+    for item in overrides or ():
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set training.learning_rate=3e-4")
+        path = key.split(".")
+        if any(not part for part in path):
+            raise ConfigError(f"--set {item!r}: {key!r} is not a dotted path such as training.learning_rate")
+        value = parse_yaml(raw, source=f"--set {key}") if raw.strip() else None
+        parsed.append((path, value))
+    return parsed
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
+    """Return a copy of `data` with each `--set key=value` applied (missing mappings on the path are created)."""
+    result = copy.deepcopy(data)
+    for path, value in parse_overrides(overrides):
+        _set_path(result, path, value)
+    return result
+
+
+def _set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
+    node: Any = data
+    for depth, part in enumerate(path[:-1]):
+        here = ".".join(path[: depth + 1])
+        if isinstance(node, list):
+            node = node[_list_index(node, part, here)]
+            continue
+        if node.get(part) is None:
+            node[part] = {}
+        node = node[part]
+        if not isinstance(node, (dict, list)):
+            raise ConfigError(
+                f"--set {'.'.join(path)}: {here} is {node!r}, not a mapping, so it has no key "
+                f"{path[depth + 1]!r}"
+            )
+    last = path[-1]
+    if isinstance(node, list):
+        node[_list_index(node, last, ".".join(path))] = value
+    else:
+        node[last] = value
+
+
+def _list_index(items: list[Any], part: str, where: str) -> int:
+    if not part.lstrip("-").isdigit() or not -len(items) <= int(part) < len(items):
+        raise ConfigError(f"--set: {where} must be an index into a list of {len(items)} items, got {part!r}")
+    return int(part)

@@ -1,0 +1,133 @@
+"""Turn pydantic validation errors into `ConfigError` messages: the field path, the problem, and the fix.
+
+training.lerning_rate: unknown field (did you mean learning_rate?)
+search_space.learning_rate.low: must be > 0 when log is true
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from typing import Any, Union
+
+from pydantic import BaseModel, ValidationError
+
+from hpo.errors import ConfigError
+
+
+class FieldProblem(ValueError):
+    """Raised inside a model validator to report a problem with one of the model's fields (or a deeper path)."""
+
+    def __init__(self, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class SpecError(ConfigError):
+    """A run or study file that does not validate. `problems` holds (field path, message) pairs."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = [f"{path}: {message}" if path else message for path, message in problems]
+        if len(lines) == 1:
+            text = f"{source}: {lines[0]}"
+        else:
+            text = f"{source}: {len(lines)} problems\n" + "\n".join(f"  {line}" for line in lines)
+        super().__init__(text)
+
+
+def join_path(*parts: Any) -> str:
+    return ".".join(str(part) for part in parts if part not in (None, ""))
+
+
+def problems_from_validation_error(error: ValidationError, root: type[BaseModel]) -> list[tuple[str, str]]:
+    problems = []
+    for item in error.errors(include_url=False):
+        loc = list(item["loc"])
+        cause = (item.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldProblem):
+            problems.append((join_path(*loc, cause.field), cause.message))
+            continue
+        problems.append((join_path(*loc), _describe(item, root)))
+    return problems
+
+
+def _describe(item: dict[str, Any], root: type[BaseModel]) -> str:
+    kind, loc, value = item["type"], list(item["loc"]), item.get("input")
+    if kind == "extra_forbidden":
+        return _unknown_field(root, loc)
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "literal_error":
+        expected = item.get("ctx", {}).get("expected", "")
+        choices = [
+            part.strip().strip("'") for part in expected.replace(" or ", ",").split(",") if part.strip()
+        ]
+        close = difflib.get_close_matches(str(value), choices, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"{value!r} is not allowed; choose one of {', '.join(choices)}{hint}"
+    if kind == "value_error":
+        return str(item["msg"]).removeprefix("Value error, ")
+    message = str(item["msg"])
+    message = message.replace("Input should be", "must be").replace("Input", "value")
+    message = message[0].lower() + message[1:]
+    return f"{message} (got {_show(value)})" if "got" not in message else message
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return f"a {'mapping' if isinstance(value, dict) else 'list'}"
+    return repr(value)
+
+
+def _unknown_field(root: type[BaseModel], loc: list[Any]) -> str:
+    model = model_at(root, loc[:-1])
+    if model is None:
+        return "unknown field"
+    name = str(loc[-1])
+    moved = getattr(model, "moved_fields", {}).get(name)
+    if moved:
+        return f"unknown field ({moved})"
+    names = list(model.model_fields)
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if close:
+        return f"unknown field (did you mean {close[0]}?)"
+    return f"unknown field; allowed: {', '.join(names)}"
+
+
+def model_at(root: type[BaseModel], loc: list[Any]) -> type[BaseModel] | None:
+    """The pydantic model class found by following `loc` (field names, dict keys, list indexes) from `root`."""
+    annotation: Any = root
+    for part in loc:
+        annotation = _unwrap(annotation, part)
+        if annotation is None:
+            return None
+    model = _as_model(annotation)
+    return model
+
+
+def _unwrap(annotation: Any, part: Any) -> Any:
+    model = _as_model(annotation)
+    if model is not None:
+        field = model.model_fields.get(str(part))
+        return field.annotation if field is not None else None
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin in (dict,) and len(args) == 2:
+        return args[1]
+    if origin in (list, tuple) and args:
+        return args[0]
+    return None
+
+
+def _as_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                return arg
+    return None

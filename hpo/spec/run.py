@@ -1,0 +1,78 @@
+"""The run file of `hpo train`: one training run of a task with fixed model parameters and training arguments.
+
+name: digits_mlp                       # default: the file's name
+output_dir: runs/digits_mlp            # default: runs/<name>; `hpo train --output-dir` wins
+task: {model_init: studies.tasks.digits:model_init, data: studies.tasks.digits:data,
+       compute_metrics: studies.tasks.digits:compute_metrics}
+model: {hidden_size: 128}              # passed to model_init(params) and data(params)
+training: {learning_rate: 1.0e-3, num_train_epochs: 10}   # TrainingArguments fields
+tracking: {store: true, wandb: {project: digits, mode: offline}}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import PrivateAttr, model_validator
+
+from hpo.spec.base import Section
+from hpo.spec.errors import FieldProblem, join_path
+from hpo.spec.sections import ExportSpec, TrackingSpec
+from hpo.spec.task import Task, TaskSpec
+from hpo.spec.training import build_training_arguments
+
+STUDY_ONLY = (
+    "a study file key; run a study with `hpo run`, or drop it to train one configuration with `hpo train`"
+)
+
+
+class RunSpec(Section):
+    moved_fields: ClassVar[dict[str, str]] = {
+        "study": STUDY_ONLY,
+        "search_space": STUDY_ONLY,
+        "resources": STUDY_ONLY,
+    }
+
+    name: str | None = None
+    output_dir: str | None = None
+    task: TaskSpec
+    model: dict[str, Any] = {}
+    training: dict[str, Any] = {}
+    tracking: TrackingSpec = TrackingSpec()
+    export: ExportSpec = ExportSpec()
+
+    _source: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _check_training(self) -> RunSpec:
+        check_training(self.training, prefix="training")
+        return self
+
+    @property
+    def source(self) -> str | None:
+        """The path of the file this spec was loaded from, if any."""
+        return self._source
+
+    def resolve_task(self) -> Task:
+        return self.task.resolve()
+
+    def training_arguments(self, **overrides: Any) -> Any:
+        """A fresh TrainingArguments for this run (never shared, so a caller may change it freely)."""
+        output_dir = overrides.pop("output_dir", None) or self.output_dir or "runs/run"
+        try:
+            return build_training_arguments(self.training, str(output_dir), **overrides)
+        except FieldProblem as problem:
+            from hpo.spec.errors import SpecError
+
+            raise SpecError(
+                self._source or "run", [(join_path("training", problem.field), problem.message)]
+            ) from problem
+
+
+def check_training(training: dict[str, Any], *, prefix: str, **overrides: Any) -> Any:
+    """Build TrainingArguments from a `training:` mapping, re-raising a problem with its full field path."""
+    try:
+        return build_training_arguments(training, str(Path("unused-output-dir")), **overrides)
+    except FieldProblem as problem:
+        raise FieldProblem(join_path(prefix, problem.field), problem.message) from problem

@@ -1,0 +1,327 @@
+"""The study file of `hpo run`: a run file plus `study:`, `search_space:` and `resources:`.
+
+Everything that can be checked without training is checked here, so a bad study is refused before any trial starts:
+unknown keys, ranges, `when:` conditions that name unknown parameters or impossible values, enqueued trials outside the
+space, sampler and pruner options (the Optuna objects are constructed), every TrainingArguments value a sampled parameter
+can take, and combinations Optuna cannot honour (a pruner with several objectives or with evaluation off).
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from hpo.spec.base import Section
+from hpo.spec.errors import FieldProblem, SpecError, join_path
+from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
+from hpo.spec.run import check_training
+from hpo.spec.search_space import ParamSpec
+from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec
+from hpo.spec.task import Task, TaskSpec
+from hpo.spec.training import build_training_arguments, training_field_names
+
+Direction = Literal["minimize", "maximize"]
+STORAGE_BACKENDS = ("sqlite", "postgresql", "mysql")
+
+
+def metric_key(name: str) -> str:
+    """`accuracy` and `eval_accuracy` both name the key `eval_accuracy` of evaluate()'s result."""
+    return name if name.startswith("eval_") else f"eval_{name}"
+
+
+def default_direction(metric: str) -> Direction:
+    """As `greater_is_better` in TrainingArguments: losses are minimised, every other metric maximised."""
+    return "minimize" if metric.endswith("loss") else "maximize"
+
+
+def check_storage_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        raise ValueError(
+            f"{url!r} is not a database URL; use e.g. sqlite:///runs/study.db or postgresql://user@host/db"
+        ) from None
+    if backend not in STORAGE_BACKENDS:
+        raise ValueError(
+            f"unsupported database {backend!r} in {url!r}; use one of {', '.join(STORAGE_BACKENDS)}"
+        )
+    return url
+
+
+class StudySection(Section):
+    name: str | None = None
+    output_dir: str | None = None
+    storage: str | None = None
+    direction: Direction | None = None
+    directions: list[Direction] | None = None
+    metric: str | None = None
+    metrics: list[str] | None = None
+    objective: Literal["best", "last"] = "best"
+    n_trials: int | None = Field(None, ge=1)
+    timeout: float | None = Field(None, gt=0)
+    sampler: SamplerSpec = SamplerSpec()
+    pruner: PrunerSpec | None = None  # default: median for one objective with evaluations, else none
+    enqueue: list[dict[str, Any]] = []
+    max_failures: int | None = Field(None, ge=1)
+    keep_checkpoints: KeepCheckpointsSpec = KeepCheckpointsSpec()
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_storage_url(value)
+
+    @model_validator(mode="after")
+    def _objectives(self) -> StudySection:
+        """Fill both forms: `metrics`/`directions` always, `metric`/`direction` for a single objective."""
+        if self.metric is not None and self.metrics is not None:
+            raise FieldProblem("metrics", "give metric (one objective) or metrics (several), not both")
+        if self.direction is not None and self.directions is not None:
+            raise FieldProblem(
+                "directions", "give direction (one objective) or directions (several), not both"
+            )
+        metrics = [metric_key(m) for m in (self.metrics or [self.metric or "eval_loss"])]
+        if not metrics:
+            raise FieldProblem(
+                "metrics", "list at least one metric, e.g. metrics: [accuracy, num_parameters]"
+            )
+        if len(set(metrics)) != len(metrics):
+            raise FieldProblem("metrics", f"names a metric twice: {metrics}")
+        if self.directions is not None:
+            directions = list(self.directions)
+        elif self.direction is not None and len(metrics) == 1:
+            directions = [self.direction]
+        elif self.direction is not None:
+            raise FieldProblem(
+                "direction", f"{len(metrics)} metrics need directions: [...] with one entry each"
+            )
+        else:
+            directions = [default_direction(m) for m in metrics]
+        if len(directions) != len(metrics):
+            raise FieldProblem(
+                "directions", f"has {len(directions)} entries for {len(metrics)} metrics; give one per metric"
+            )
+        self.metrics, self.directions = metrics, directions
+        if len(metrics) == 1:
+            self.metric, self.direction = metrics[0], directions[0]
+        return self
+
+    @property
+    def is_multi_objective(self) -> bool:
+        return len(self.metrics or []) > 1
+
+
+class StudySpec(Section):
+    moved_fields: ClassVar[dict[str, str]] = {
+        "name": "in a study file it is study.name",
+        "output_dir": "in a study file it is study.output_dir",
+        "storage": "in a study file it is study.storage",
+        "n_trials": "in a study file it is study.n_trials",
+        "sampler": "in a study file it is study.sampler",
+        "pruner": "in a study file it is study.pruner",
+    }
+
+    study: StudySection
+    task: TaskSpec
+    model: dict[str, Any] = {}
+    training: dict[str, Any] = {}
+    search_space: dict[str, ParamSpec] = {}
+    resources: ResourcesSpec = ResourcesSpec()
+    tracking: TrackingSpec = TrackingSpec()
+    export: ExportSpec = ExportSpec()
+
+    _source: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _check(self) -> StudySpec:
+        self._resolve_targets()
+        _check_conditions(self.search_space)
+        self._check_training()
+        self._choose_pruner()
+        self._check_sampler()
+        _check_enqueued(self.study.enqueue, self.search_space)
+        return self
+
+    # ---- validation steps -------------------------------------------------------------------------------------
+    def _resolve_targets(self) -> None:
+        fields = training_field_names()
+        for name, param in self.search_space.items():
+            if param.target is None:
+                param.target = "training" if name in fields else "model"
+            elif param.target == "training" and name not in fields:
+                close = difflib.get_close_matches(name, fields, n=1)
+                hint = f"did you mean {close[0]}?" if close else "use target: model"
+                raise FieldProblem(
+                    f"search_space.{name}.target", f"{name!r} is not a TrainingArguments field ({hint})"
+                )
+            if param.target == "training" and name == "output_dir":
+                raise FieldProblem(
+                    f"search_space.{name}", "each trial's output_dir is set by the study; remove it"
+                )
+
+    def _check_training(self) -> None:
+        check_training(self.training, prefix="training")
+        # Each value a training parameter can take must make valid arguments with the file's defaults.
+        for name, param in self.training_params().items():
+            for value in param.extremes():
+                try:
+                    build_training_arguments(self.training, "unused-output-dir", **{name: value})
+                except FieldProblem as problem:
+                    raise FieldProblem(
+                        f"search_space.{name}",
+                        f"the value {value!r} makes the training arguments invalid: "
+                        f"{join_path('training', problem.field)}: {problem.message}",
+                    ) from problem
+
+    def _choose_pruner(self) -> None:
+        evaluates = self.evaluation_always_on()
+        if self.study.pruner is None:
+            self.study.pruner = PrunerSpec(
+                type="median" if evaluates and not self.study.is_multi_objective else "none"
+            )
+            return
+        if not self.study.pruner.enabled:
+            return
+        if self.study.is_multi_objective:
+            raise FieldProblem(
+                "study.pruner",
+                f"Optuna cannot prune a study with several objectives ({', '.join(self.study.metrics or [])}); "
+                "remove the pruner (or set pruner: {type: none}), or optimise one metric",
+            )
+        if not evaluates:
+            raise FieldProblem(
+                "study.pruner",
+                "pruning needs evaluations during training, but evaluation can be off (training.eval_strategy is "
+                "'no' by default); set training.eval_strategy: epoch (or steps with eval_steps), or pruner: {type: none}",
+            )
+
+    def _check_sampler(self) -> None:
+        grid = None
+        if self.study.sampler.type == "grid":
+            grid = {}
+            for name, param in self.sampled_params().items():
+                values = param.grid_values()
+                if values is None:
+                    raise FieldProblem(
+                        f"search_space.{name}.step",
+                        "the grid sampler needs a step for float parameters; add step: or use type: categorical",
+                    )
+                grid[name] = values
+        try:
+            self.study.sampler.build(grid)
+        except FieldProblem as problem:
+            raise FieldProblem(join_path("study.sampler", problem.field), problem.message) from problem
+
+    # ---- queries used by the study manager ----------------------------------------------------------------------
+    @property
+    def source(self) -> str | None:
+        return self._source
+
+    @property
+    def name(self) -> str:
+        return self.study.name or "study"
+
+    @property
+    def output_dir(self) -> str:
+        return self.study.output_dir or str(Path("runs") / self.name)
+
+    @property
+    def storage(self) -> str:
+        return self.study.storage or f"sqlite:///{Path(self.output_dir) / 'study.db'}"
+
+    @property
+    def store_url(self) -> str:
+        """The experiment store: the study's PostgreSQL database, or experiments.db beside a SQLite study."""
+        if self.storage.startswith("postgresql"):
+            return self.storage
+        return str(Path(self.output_dir) / "experiments.db")
+
+    def trial_dir(self, number: int) -> str:
+        return str(Path(self.output_dir) / f"trial-{number}")
+
+    def sampled_params(self) -> dict[str, ParamSpec]:
+        return {name: p for name, p in self.search_space.items() if p.type != "fixed"}
+
+    def training_params(self) -> dict[str, ParamSpec]:
+        return {name: p for name, p in self.search_space.items() if p.target == "training"}
+
+    def split_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(TrainingArguments overrides, model_init params) of a trial; model params include the file's `model:`."""
+        training = {k: v for k, v in params.items() if self._target(k) == "training"}
+        model = {**self.model, **{k: v for k, v in params.items() if self._target(k) != "training"}}
+        return training, model
+
+    def _target(self, name: str) -> str:
+        param = self.search_space.get(name)
+        return param.target if param is not None and param.target else "model"
+
+    def evaluation_always_on(self) -> bool:
+        """Whether every trial evaluates during training (eval_strategy set, or sampled, never to 'no')."""
+        param = self.search_space.get("eval_strategy")
+        values = param.extremes() if param is not None and param.target == "training" else []
+        values = values or [self.training.get("eval_strategy", "no")]
+        return all(str(getattr(v, "value", v)) != "no" for v in values)
+
+    def resolve_task(self) -> Task:
+        return self.task.resolve()
+
+    def training_arguments(self, output_dir: str | None = None, **overrides: Any) -> Any:
+        """A fresh TrainingArguments with the file's defaults, the trial's overrides and the trial's folder."""
+        try:
+            return build_training_arguments(self.training, output_dir or self.output_dir, **overrides)
+        except FieldProblem as problem:
+            raise SpecError(
+                self._source or "study", [(join_path("training", problem.field), problem.message)]
+            ) from problem
+
+
+def _check_conditions(space: dict[str, ParamSpec]) -> None:
+    for name, param in space.items():
+        for other, expected in (param.when or {}).items():
+            where = f"search_space.{name}.when.{other}"
+            if other == name:
+                raise FieldProblem(where, "a parameter cannot depend on itself")
+            if other not in space:
+                close = difflib.get_close_matches(other, list(space), n=1)
+                hint = f"did you mean {close[0]}?" if close else f"parameters: {', '.join(space)}"
+                raise FieldProblem(where, f"names no parameter of search_space ({hint})")
+            for value in expected if isinstance(expected, list) else [expected]:
+                if not space[other].accepts(value):
+                    raise FieldProblem(
+                        where, f"{other} never takes the value {value!r}; it is {space[other].describe()}"
+                    )
+    _check_acyclic(space)
+
+
+def _check_acyclic(space: dict[str, ParamSpec]) -> None:
+    placed: set[str] = set()
+    pending = dict(space)
+    while pending:
+        ready = [n for n, p in pending.items() if set(p.when or {}) <= placed]
+        if not ready:
+            raise FieldProblem(
+                f"search_space.{next(iter(pending))}.when",
+                f"the conditions of {', '.join(pending)} form a cycle; make one of them unconditional",
+            )
+        placed.update(ready)
+        for name in ready:
+            del pending[name]
+
+
+def _check_enqueued(enqueue: list[dict[str, Any]], space: dict[str, ParamSpec]) -> None:
+    for index, params in enumerate(enqueue):
+        for name, value in params.items():
+            where = f"study.enqueue.{index}.{name}"
+            if name not in space:
+                close = difflib.get_close_matches(name, list(space), n=1)
+                hint = f"did you mean {close[0]}?" if close else f"parameters: {', '.join(space)}"
+                raise FieldProblem(where, f"not a parameter of search_space ({hint})")
+            if not space[name].accepts(value):
+                raise FieldProblem(
+                    where, f"{value!r} is outside the search space: {name} is {space[name].describe()}"
+                )

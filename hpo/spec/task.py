@@ -1,0 +1,106 @@
+"""The `task:` section: which code builds the model, the data and the metrics, named by `module:function` paths."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import PrivateAttr, field_validator
+
+from hpo.errors import ConfigError
+from hpo.imports import check_import_path, resolve_callable
+from hpo.spec.base import Section
+
+
+@dataclass(frozen=True)
+class Task:
+    """The resolved callables of a task.
+
+    model_init(params) -> nn.Module; data(params) -> (train_dataset, eval_dataset or dict of them or None);
+    collator(features) -> batch, or None; compute_metrics(EvalPrediction) -> dict, or None;
+    tokenizer() -> a tokenizer for exports of transformers models, or None.
+    `model_init` and `data` defined without a parameter are called without one.
+    """
+
+    model_init: Callable[[dict[str, Any]], Any]
+    data: Callable[[dict[str, Any]], Any]
+    collator: Callable[..., Any] | None = None
+    compute_metrics: Callable[..., Any] | None = None
+    tokenizer: Callable[[], Any] | None = None
+
+
+class TaskSpec(Section):
+    model_init: str
+    data: str
+    collator: str | None = None
+    compute_metrics: str | None = None
+    tokenizer: str | None = None
+
+    # The folder of the YAML file: modules next to it are importable.
+    _base_dir: str | None = PrivateAttr(default=None)
+
+    @field_validator("model_init", "data", "collator", "compute_metrics", "tokenizer")
+    @classmethod
+    def _import_path_shape(cls, value: str | None) -> str | None:
+        return None if value is None else check_import_path(value)
+
+    def with_base_dir(self, base_dir: str | Path | None) -> TaskSpec:
+        self._base_dir = None if base_dir is None else str(base_dir)
+        return self
+
+    def resolve(self) -> Task:
+        """Import every named callable; a ConfigError names the field (`task.data`) and what is missing."""
+
+        def load(name: str, arity: int | None) -> Callable[..., Any] | None:
+            path = getattr(self, name)
+            if path is None:
+                return None
+            function = resolve_callable(path, field=f"task.{name}", base_dir=self._base_dir)
+            return function if arity is None else _adapt(function, arity, field=f"task.{name}")
+
+        return Task(
+            model_init=load("model_init", 1),
+            data=load("data", 1),
+            collator=load("collator", None),
+            compute_metrics=load("compute_metrics", None),
+            tokenizer=load("tokenizer", 0),
+        )
+
+
+def _adapt(function: Callable[..., Any], arity: int, *, field: str) -> Callable[..., Any]:
+    """Accept `def data(params)` and `def data()` alike; refuse a function that needs more arguments."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # builtins without a signature: call as the contract says
+        return function
+    required = [
+        p
+        for p in signature.parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    takes_any = any(p.kind == p.VAR_POSITIONAL for p in signature.parameters.values())
+    positional = [
+        p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(required) > arity:
+        expected = "(params)" if arity == 1 else "()"
+        raise ConfigError(
+            f"{field}: {function.__qualname__}{signature} needs {len(required)} arguments; it must "
+            f"be callable as {function.__name__}{expected}"
+        )
+    if arity == 1 and not positional and not takes_any:
+        return _ignore_params(function)
+    return function
+
+
+def _ignore_params(function: Callable[[], Any]) -> Callable[..., Any]:
+    def call(params: dict[str, Any] | None = None) -> Any:
+        return function()
+
+    call.__name__ = getattr(function, "__name__", "call")
+    call.__qualname__ = getattr(function, "__qualname__", "call")
+    call.__wrapped__ = function  # type: ignore[attr-defined]
+    return call
