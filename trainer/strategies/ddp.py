@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from trainer.precision import create_grad_scaler
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory
 from trainer.strategies.parallel import (
     MODEL_FILE,
@@ -42,8 +43,7 @@ class DDPStrategy(ParallelStrategy):
         # The optimizer sees the user's module so parameter names (weight-decay groups) carry no "module." prefix.
         optimizer = build_optimizer(model)
         scheduler = build_scheduler(optimizer)
-        if getattr(self.args, "fp16", False) and self.device.type == "cuda":
-            self.scaler = torch.amp.GradScaler("cuda")
+        self.scaler = create_grad_scaler(self.args, self.device)
         return wrapped, optimizer, scheduler
 
     def no_backward_sync(self, model: torch.nn.Module, enabled: bool) -> contextlib.AbstractContextManager:
@@ -81,10 +81,11 @@ class DDPStrategy(ParallelStrategy):
     ) -> None:
         directory = Path(directory)
         self.write_model_file(directory, self.full_state_dict(model))
-        self.write_torch_file(directory / OPTIMIZER_FILE, optimizer.state_dict())
-        save_scheduler(directory, scheduler, self)
-        if self.scaler is not None:
-            self.write_torch_file(directory / "scaler.pt", self.scaler.state_dict())
+        if not self.save_only_model:
+            self.write_torch_file(directory / OPTIMIZER_FILE, optimizer.state_dict())
+            save_scheduler(directory, scheduler, self)
+            if self.scaler is not None:
+                self.write_torch_file(directory / "scaler.pt", self.scaler.state_dict())
         self.barrier()  # the files are complete before any rank goes on (and before rank 0 renames the folder)
 
     def load_checkpoint(

@@ -20,7 +20,13 @@ import torch
 from trainer import distributed
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory
 from trainer.strategies.deepspeed_config import fill_deepspeed_config, zero_stage
-from trainer.strategies.parallel import ParallelStrategy, load_scheduler, save_scheduler
+from trainer.strategies.parallel import (
+    MODEL_FILE,
+    ParallelStrategy,
+    load_scheduler,
+    load_weights,
+    save_scheduler,
+)
 
 CHECKPOINT_TAG = "deepspeed"
 
@@ -110,10 +116,11 @@ class DeepSpeedStrategy(ParallelStrategy):
     ) -> None:
         directory = Path(directory)
         # DeepSpeed's own files (every rank writes its optimizer partition), plus consolidated weights for users.
-        model.save_checkpoint(str(directory), tag=CHECKPOINT_TAG, save_latest=False)
+        if not self.save_only_model:
+            model.save_checkpoint(str(directory), tag=CHECKPOINT_TAG, save_latest=False)
+            if not isinstance(scheduler, EngineSteppedScheduler):
+                save_scheduler(directory, scheduler, self)
         self.write_model_file(directory, self.full_state_dict(model))
-        if not isinstance(scheduler, EngineSteppedScheduler):
-            save_scheduler(directory, scheduler, self)
         self.barrier()
 
     def load_checkpoint(
@@ -129,6 +136,18 @@ class DeepSpeedStrategy(ParallelStrategy):
         )
         if not engine_owns_scheduler:
             load_scheduler(directory, scheduler)
+        self.barrier()
+
+    def load_model_weights(self, directory: Path, model: torch.nn.Module) -> None:
+        """Weights for load_best_model_at_end: DeepSpeed's files when the checkpoint has them (fp32 masters and all),
+        else the consolidated safetensors file, written into both the fp32 masters and the module's parameters."""
+        directory = Path(directory)
+        if (directory / CHECKPOINT_TAG).is_dir():
+            model.load_checkpoint(
+                str(directory), tag=CHECKPOINT_TAG, load_optimizer_states=True, load_lr_scheduler_states=False
+            )
+        else:
+            _set_full_weights(model, load_weights(directory / MODEL_FILE), self.zero_stage)
         self.barrier()
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -168,3 +187,15 @@ def _torch_optimizer(optimizer: Any) -> torch.optim.Optimizer:
 def _accumulation_boundary(engine: Any, is_boundary: bool) -> Iterator[None]:
     engine.set_gradient_accumulation_boundary(is_boundary)
     yield
+
+
+def _set_full_weights(engine: Any, weights: dict[str, torch.Tensor], stage: int) -> None:
+    import deepspeed
+    from deepspeed.utils import safe_set_full_fp32_param
+
+    for name, param in engine.module.named_parameters():
+        value = weights[name]
+        safe_set_full_fp32_param(param, value.float())  # the optimizer's fp32 master copy (ZeRO, bf16)
+        with deepspeed.zero.GatheredParameters([param], modifier_rank=0, enabled=stage == 3), torch.no_grad():
+            if param.numel():
+                param.copy_(value.to(param.dtype))

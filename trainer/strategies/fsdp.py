@@ -157,13 +157,16 @@ class FSDPStrategy(ParallelStrategy):
         self, directory: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
     ) -> None:
         directory = Path(directory)
-        if self.config["state_dict_type"] == SHARDED:
+        if self.save_only_model:
+            self.write_model_file(directory, self.full_state_dict(model))
+        elif self.config["state_dict_type"] == SHARDED:
             save_local_shards(directory, self.rank, self.world_size, model, optimizer)
+            save_scheduler(directory, scheduler, self)
         else:
             self.write_model_file(directory, self.full_state_dict(model))
             optimizer_state = get_optimizer_state_dict(model, optimizer, options=_FULL_OPTIONS)
             self.write_torch_file(directory / OPTIMIZER_FILE, optimizer_state)
-        save_scheduler(directory, scheduler, self)
+            save_scheduler(directory, scheduler, self)
         self.barrier()
 
     def load_checkpoint(
@@ -180,6 +183,11 @@ class FSDPStrategy(ParallelStrategy):
             set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
         load_scheduler(directory, scheduler)
         self.barrier()
+
+    def load_model_weights(self, directory: Path, model: torch.nn.Module) -> None:
+        """Consolidated weights into the sharded model: every rank reads the file and keeps its slice."""
+        weights = load_weights(Path(directory) / MODEL_FILE)
+        set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
 
 
 def _post_order(module: torch.nn.Module) -> Iterator[torch.nn.Module]:

@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 from torch.utils.data import Dataset, Sampler
 
 from trainer import distributed
+from trainer.precision import check_precision
 from trainer.strategies.base import Strategy
 
 MODEL_FILE = "model.safetensors"
@@ -37,6 +38,9 @@ class ParallelStrategy(Strategy):
         layout = distributed.rank_layout()
         self.rank, self.local_rank, self.world_size = layout.rank, layout.local_rank, layout.world_size
         self.device = distributed.pick_device(layout.local_rank)
+        check_precision(
+            self.args, self.device
+        )  # fp16 on CPU fails here, on every rank, before any collective
         self._owns_process_group |= self._init_process_group(layout)
 
     def _init_process_group(self, layout: distributed.RankLayout) -> bool:
@@ -70,6 +74,10 @@ class ParallelStrategy(Strategy):
     def eval_sampler(self, dataset: Dataset) -> Sampler | None:
         batch_size = int(getattr(self.args, "per_device_eval_batch_size", 8))
         return distributed.DistributedEvalSampler(dataset, self.world_size, self.rank, batch_size)
+
+    @property
+    def save_only_model(self) -> bool:
+        return bool(getattr(self.args, "save_only_model", False))
 
     # ---- files written by rank 0 -------------------------------------------------------------------------
     def write_model_file(self, directory: Path, state_dict: dict[str, torch.Tensor]) -> None:
