@@ -139,3 +139,24 @@ class Strategy(ABC):
 
     def iter_named_parameters(self, model: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Parameter]]:
         return self.unwrap(model).named_parameters()
+
+    # ---- added by trainer-core: defaults that a strategy may override ------------------------------------------
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The precision context of a forward pass: bf16/fp16 autocast, or nothing in full precision."""
+        from trainer.precision import autocast
+
+        return autocast(self.args, self.device)
+
+    def move_batch(self, batch: Any) -> Any:
+        """Put a batch on this rank's device (a no-op on CPU, where the loader already made it)."""
+        if self.device.type == "cpu":
+            return batch
+        from trainer.data import move_to_device
+
+        return move_to_device(batch, self.device)
+
+    def load_model_weights(self, directory: Path, model: torch.nn.Module) -> None:
+        """Load `directory/model.safetensors` (consolidated weights) into the model, as load_best_model_at_end does."""
+        from safetensors.torch import load_model
+
+        load_model(self.unwrap(model), str(Path(directory) / "model.safetensors"), strict=True, device=str(self.device))

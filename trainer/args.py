@@ -1,0 +1,362 @@
+"""`TrainingArguments`: every knob of a run, with Hugging Face names, checked when the object is built.
+
+A bad value raises `TrainerConfigError` naming the field and the fix, so a typo in a YAML file fails before any model
+is built. The object round-trips through dict, JSON and YAML; `dataclasses.replace` re-validates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Union
+
+from trainer.errors import TrainerConfigError
+
+
+class IntervalStrategy(str, Enum):
+    """When to log or evaluate: never, every N optimizer steps, or at the end of each epoch."""
+
+    NO = "no"
+    STEPS = "steps"
+    EPOCH = "epoch"
+
+
+class SaveStrategy(str, Enum):
+    """When to save a checkpoint; `best` saves whenever an evaluation improves the best metric."""
+
+    NO = "no"
+    STEPS = "steps"
+    EPOCH = "epoch"
+    BEST = "best"
+
+
+OPTIMIZERS = ("adamw_torch", "adamw_torch_fused", "sgd", "adafactor", "adagrad")
+SCHEDULERS = (
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+    "constant",
+    "constant_with_warmup",
+    "inverse_sqrt",
+    "reduce_on_plateau",
+)
+STRATEGIES = ("auto", "single", "ddp", "fsdp", "deepspeed")
+
+
+@dataclass
+class TrainingArguments:
+    """The arguments of one training run. Names and defaults follow `transformers.TrainingArguments`."""
+
+    output_dir: str = "trainer_output"
+    # ---- length of the run
+    num_train_epochs: float = 3.0
+    max_steps: int = -1
+    per_device_train_batch_size: int = 8
+    per_device_eval_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    auto_find_batch_size: bool = False
+    # ---- optimizer and schedule
+    optim: str = "adamw_torch"
+    optim_args: dict | None = None
+    learning_rate: float = 5e-5
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    max_grad_norm: float = 1.0
+    lr_scheduler_type: str = "linear"
+    lr_scheduler_kwargs: dict | None = None
+    warmup_steps: int = 0
+    warmup_ratio: float = 0.0
+    # ---- logging, evaluation, saving (steps: an int, or a fraction of max_steps when < 1)
+    logging_strategy: IntervalStrategy = IntervalStrategy.STEPS
+    logging_steps: float = 500
+    logging_first_step: bool = False
+    logging_nan_inf_filter: bool = True
+    max_non_finite_steps: int = 10
+    eval_strategy: IntervalStrategy = IntervalStrategy.NO
+    eval_steps: float | None = None
+    eval_on_start: bool = False
+    prediction_loss_only: bool = False
+    save_strategy: SaveStrategy = SaveStrategy.STEPS
+    save_steps: float = 500
+    save_total_limit: int | None = None
+    save_only_model: bool = False
+    load_best_model_at_end: bool = False
+    metric_for_best_model: str | None = None
+    greater_is_better: bool | None = None
+    ignore_data_skip: bool = False
+    # ---- reproducibility
+    seed: int = 42
+    data_seed: int | None = None
+    full_determinism: bool = False
+    # ---- precision and speed
+    bf16: bool = False
+    fp16: bool = False
+    use_cpu: bool = False
+    gradient_checkpointing: bool = False
+    torch_compile: bool = False
+    # ---- data loading
+    dataloader_num_workers: int = 0
+    dataloader_pin_memory: bool = True
+    dataloader_drop_last: bool = False
+    label_names: list[str] | None = None
+    # ---- reporting
+    report_to: list[str] | str | None = "none"
+    run_name: str | None = None
+    disable_tqdm: bool = False
+    # ---- parallelism (see trainer/strategies/)
+    strategy: str = "auto"
+    fsdp_config: dict | None = None
+    deepspeed: str | dict | None = None
+    ddp_find_unused_parameters: bool | None = None
+    ddp_bucket_cap_mb: int | None = None
+    ddp_timeout: int = 1800
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _normalise(self)
+        _check_values(self)
+        _check_best_model(self)
+
+    # ---- derived values --------------------------------------------------------------------------------------
+    @property
+    def train_batch_size(self) -> int:
+        return self.per_device_train_batch_size
+
+    @property
+    def eval_batch_size(self) -> int:
+        return self.per_device_eval_batch_size
+
+    @property
+    def eval_interval(self) -> float:
+        """eval_steps, or logging_steps when eval_steps is unset (kept unset so `dataclasses.replace` follows)."""
+        return self.logging_steps if self.eval_steps is None else self.eval_steps
+
+    @property
+    def best_metric_name(self) -> str | None:
+        """metric_for_best_model with the `eval_` prefix; `eval_loss` when only load_best_model_at_end is set."""
+        name = self.metric_for_best_model
+        if name is None and self.load_best_model_at_end:
+            name = "loss"
+        if name is None:
+            return None
+        return name if name.startswith("eval_") else f"eval_{name}"
+
+    @property
+    def higher_is_better(self) -> bool:
+        """greater_is_better, defaulting to False for metrics whose name ends in 'loss'."""
+        if self.greater_is_better is not None:
+            return self.greater_is_better
+        return not (self.best_metric_name or "loss").endswith("loss")
+
+    @property
+    def sampler_seed(self) -> int:
+        return self.seed if self.data_seed is None else self.data_seed
+
+    def get_warmup_steps(self, num_training_steps: int) -> int:
+        """warmup_steps wins over warmup_ratio, as in transformers."""
+        if self.warmup_steps > 0:
+            return self.warmup_steps
+        return math.ceil(num_training_steps * self.warmup_ratio)
+
+    # ---- serialisation ---------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def to_json(self, indent: int = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainingArguments:
+        if not isinstance(values, dict):
+            raise TrainerConfigError(
+                f"TrainingArguments.from_dict expects a mapping, got {type(values).__name__}"
+            )
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in values:
+            if key not in names:
+                close = difflib.get_close_matches(str(key), names, n=1)
+                hint = f" Did you mean '{close[0]}'?" if close else ""
+                raise TrainerConfigError(f"unknown training argument '{key}'.{hint}")
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainingArguments:
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_yaml(cls, text: str) -> TrainingArguments:
+        import yaml
+
+        return cls.from_dict(yaml.safe_load(text) or {})
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+# ---- validation -------------------------------------------------------------------------------------------------
+def _allowed_types(annotation: Any) -> tuple[type, ...]:
+    """The runtime types a field accepts, from its annotation (`int | None` -> (int, NoneType))."""
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return tuple(t for arg in typing.get_args(annotation) for t in _allowed_types(arg))
+    if annotation is type(None):
+        return (type(None),)
+    if origin is not None:
+        return (origin,)
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return (str,)
+    return (annotation,)
+
+
+def _type_ok(value: Any, allowed: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in allowed
+    if isinstance(value, int) and float in allowed:
+        return True
+    return isinstance(value, allowed)
+
+
+def _check_types(args: TrainingArguments) -> None:
+    hints = typing.get_type_hints(TrainingArguments)
+    for f in dataclasses.fields(args):
+        value = getattr(args, f.name)
+        allowed = _allowed_types(hints[f.name])
+        if not _type_ok(value, allowed):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+            raise TrainerConfigError(
+                f"training argument '{f.name}' must be {names}, got {type(value).__name__} {value!r}"
+            )
+
+
+def _choice(name: str, value: Any, enum_or_choices: Any) -> Any:
+    choices = (
+        [e.value for e in enum_or_choices] if isinstance(enum_or_choices, type) else list(enum_or_choices)
+    )
+    if _plain(value) not in choices:
+        close = difflib.get_close_matches(str(_plain(value)), choices, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise TrainerConfigError(
+            f"training argument '{name}' is {_plain(value)!r}; choose one of {choices}.{hint}"
+        )
+    return enum_or_choices(_plain(value)) if isinstance(enum_or_choices, type) else value
+
+
+def _normalise(args: TrainingArguments) -> None:
+    args.logging_strategy = _choice("logging_strategy", args.logging_strategy, IntervalStrategy)
+    args.eval_strategy = _choice("eval_strategy", args.eval_strategy, IntervalStrategy)
+    args.save_strategy = _choice("save_strategy", args.save_strategy, SaveStrategy)
+    _choice("optim", args.optim, OPTIMIZERS)
+    _choice("lr_scheduler_type", args.lr_scheduler_type, SCHEDULERS)
+    _choice("strategy", args.strategy, STRATEGIES)
+    if isinstance(args.report_to, str):
+        args.report_to = [] if args.report_to == "none" else [args.report_to]
+    elif args.report_to is None:
+        args.report_to = []
+
+
+def _positive(args: TrainingArguments, name: str, allow_zero: bool = False) -> None:
+    value = getattr(args, name)
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise TrainerConfigError(f"training argument '{name}' must be {bound}, got {value}")
+
+
+def _check_steps(args: TrainingArguments, name: str, strategy: Enum) -> None:
+    value = getattr(args, name)
+    if _plain(strategy) != "steps":
+        return
+    if value <= 0:
+        raise TrainerConfigError(
+            f"training argument '{name}' must be > 0 when its strategy is 'steps', got {value}"
+        )
+    if value > 1 and value != int(value):
+        raise TrainerConfigError(
+            f"training argument '{name}' must be a whole number of steps, or a fraction of max_steps below 1; got {value}"
+        )
+
+
+def _check_values(args: TrainingArguments) -> None:
+    for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+        _positive(args, name)
+    for name in ("learning_rate", "weight_decay", "adam_epsilon", "max_grad_norm", "warmup_steps"):
+        _positive(args, name, allow_zero=True)
+    for name in ("max_non_finite_steps", "ddp_timeout"):
+        _positive(args, name)
+    _positive(args, "dataloader_num_workers", allow_zero=True)
+    for name in ("adam_beta1", "adam_beta2"):
+        if not 0.0 <= getattr(args, name) < 1.0:
+            raise TrainerConfigError(
+                f"training argument '{name}' must be in [0, 1), got {getattr(args, name)}"
+            )
+    if not 0.0 <= args.warmup_ratio <= 1.0:
+        raise TrainerConfigError(
+            f"training argument 'warmup_ratio' must be in [0, 1], got {args.warmup_ratio}"
+        )
+    if args.max_steps <= 0 and args.num_train_epochs <= 0:
+        raise TrainerConfigError(
+            "set 'num_train_epochs' > 0 or 'max_steps' > 0: with neither, the run would train for zero steps"
+        )
+    if args.save_total_limit is not None and args.save_total_limit < 1:
+        raise TrainerConfigError(
+            f"training argument 'save_total_limit' must be >= 1 (or null to keep every checkpoint), got {args.save_total_limit}"
+        )
+    _check_steps(args, "logging_steps", args.logging_strategy)
+    if args.eval_steps is not None:
+        _check_steps(args, "eval_steps", args.eval_strategy)
+    _check_steps(args, "save_steps", args.save_strategy)
+    if args.bf16 and args.fp16:
+        raise TrainerConfigError("'bf16' and 'fp16' are both true; choose one mixed-precision mode")
+    if args.lr_scheduler_type == "reduce_on_plateau" and args.eval_strategy == IntervalStrategy.NO:
+        raise TrainerConfigError(
+            "lr_scheduler_type 'reduce_on_plateau' needs evaluations: set 'eval_strategy' to 'steps' or 'epoch'"
+        )
+    if args.eval_on_start and args.eval_strategy == IntervalStrategy.NO:
+        raise TrainerConfigError(
+            "'eval_on_start' needs evaluations: set 'eval_strategy' to 'steps' or 'epoch'"
+        )
+
+
+def _check_best_model(args: TrainingArguments) -> None:
+    if args.save_strategy == SaveStrategy.BEST and args.best_metric_name is None:
+        raise TrainerConfigError(
+            "save_strategy 'best' needs 'metric_for_best_model' (for example 'eval_loss' or 'eval_accuracy')"
+        )
+    if args.save_strategy == SaveStrategy.BEST and args.eval_strategy == IntervalStrategy.NO:
+        raise TrainerConfigError(
+            "save_strategy 'best' needs evaluations: set 'eval_strategy' to 'steps' or 'epoch'"
+        )
+    if not args.load_best_model_at_end:
+        return
+    if args.eval_strategy == IntervalStrategy.NO:
+        raise TrainerConfigError(
+            "'load_best_model_at_end' needs evaluations: set 'eval_strategy' to 'steps' or 'epoch'"
+        )
+    if args.save_strategy == SaveStrategy.BEST:
+        return
+    if args.save_strategy.value != args.eval_strategy.value:
+        raise TrainerConfigError(
+            f"'load_best_model_at_end' needs save_strategy ({args.save_strategy.value}) to match eval_strategy "
+            f"({args.eval_strategy.value}), or save_strategy 'best'"
+        )
+    eval_steps = args.eval_interval
+    if args.eval_strategy == IntervalStrategy.STEPS and eval_steps >= 1 and args.save_steps >= 1:
+        if args.save_steps % eval_steps != 0:
+            raise TrainerConfigError(
+                f"'load_best_model_at_end' needs save_steps ({args.save_steps}) to be a multiple of eval_steps "
+                f"({eval_steps}), so that every saved checkpoint has been evaluated"
+            )

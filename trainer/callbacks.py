@@ -1,0 +1,252 @@
+"""Callbacks: the hooks of the loop (`TrainerCallback`), their dispatcher, and the built-in ones.
+
+Where each event fires is drawn in `trainer.events.Event`. A method whose name starts with `on_` but is not an event
+(say `on_evalute`) is refused when the callback is registered: a misspelt hook must not silently never run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import math
+import operator
+from typing import Any
+
+from trainer.args import IntervalStrategy, SaveStrategy, TrainingArguments
+from trainer.errors import TrainerConfigError
+from trainer.events import EVENT_NAMES, Event
+from trainer.state import TrainerControl, TrainerState
+
+logger = logging.getLogger(__name__)
+
+
+class TrainerCallback:
+    """Base class: override the events you need. Each gets `(args, state, control, **kwargs)` and may return a
+    new `TrainerControl`. kwargs: model, optimizer, lr_scheduler, train_dataloader, eval_dataloader, trainer, and
+    `metrics` (on_evaluate, on_predict) or `logs` (on_log)."""
+
+    def on_init_end(self, args, state, control, **kwargs): ...
+    def on_train_begin(self, args, state, control, **kwargs): ...
+    def on_train_end(self, args, state, control, **kwargs): ...
+    def on_epoch_begin(self, args, state, control, **kwargs): ...
+    def on_epoch_end(self, args, state, control, **kwargs): ...
+    def on_step_begin(self, args, state, control, **kwargs): ...
+    def on_substep_end(self, args, state, control, **kwargs): ...
+    def on_pre_optimizer_step(self, args, state, control, **kwargs): ...
+    def on_optimizer_step(self, args, state, control, **kwargs): ...
+    def on_step_end(self, args, state, control, **kwargs): ...
+    def on_evaluate(self, args, state, control, **kwargs): ...
+    def on_predict(self, args, state, control, **kwargs): ...
+    def on_prediction_step(self, args, state, control, **kwargs): ...
+    def on_save(self, args, state, control, **kwargs): ...
+    def on_log(self, args, state, control, **kwargs): ...
+
+
+class ExportableState:
+    """A callback whose state travels in checkpoints (`state.stateful_callbacks[<class name>]`)."""
+
+    def state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def load_state(self, values: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+def check_event_names(callback: Any) -> None:
+    """Refuse a callback with an `on_*` method that is not an event (a typo would otherwise never fire)."""
+    for name in dir(callback):
+        if name.startswith("on_") and callable(getattr(callback, name)) and name not in EVENT_NAMES:
+            close = difflib.get_close_matches(name, sorted(EVENT_NAMES), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise TrainerConfigError(
+                f"callback {type(callback).__name__} defines '{name}', which is not a trainer event{hint} "
+                f"Events: {', '.join(e.value for e in Event)}"
+            )
+
+
+def _overrides(callback: Any, event: str) -> bool:
+    method = getattr(type(callback), event, None)
+    return method is not None and method is not getattr(TrainerCallback, event)
+
+
+class CallbackHandler:
+    """Calls the callbacks' hooks in order. Only overridden hooks are called, so an unused event costs nothing."""
+
+    def __init__(self, callbacks: list[Any] | None = None) -> None:
+        self.callbacks: list[Any] = []
+        self.kwargs: dict[str, Any] = {}
+        self._hooks: dict[str, list[Any]] = {}
+        for callback in callbacks or []:
+            self.add_callback(callback)
+
+    def add_callback(self, callback: Any) -> None:
+        instance = callback() if isinstance(callback, type) else callback
+        check_event_names(instance)
+        if any(type(c) is type(instance) for c in self.callbacks):
+            logger.warning("adding a second %s to the callbacks", type(instance).__name__)
+        self.callbacks.append(instance)
+        self._rebuild()
+
+    def pop_callback(self, callback: Any) -> Any | None:
+        for existing in self.callbacks:
+            if existing is callback or (isinstance(callback, type) and type(existing) is callback):
+                self.callbacks.remove(existing)
+                self._rebuild()
+                return existing
+        return None
+
+    def remove_callback(self, callback: Any) -> None:
+        self.pop_callback(callback)
+
+    def bind(self, **kwargs: Any) -> None:
+        """Objects handed to every hook (model, optimizer, ...); set once, not per call."""
+        self.kwargs.update(kwargs)
+
+    def _rebuild(self) -> None:
+        self._hooks = {
+            event: [getattr(cb, event) for cb in self.callbacks if _overrides(cb, event)]
+            for event in EVENT_NAMES
+        }
+
+    def has_hooks(self, event: str) -> bool:
+        return bool(self._hooks[event])
+
+    def call(
+        self, event: str, args: TrainingArguments, state: TrainerState, control: TrainerControl, **extra: Any
+    ) -> TrainerControl:
+        for hook in self._hooks[event]:
+            result = hook(args, state, control, **self.kwargs, **extra)
+            if result is not None and result is not control:
+                # keep one control object: the loop and other callbacks hold a reference to it
+                control.__dict__.update(result.__dict__)
+        return control
+
+    @property
+    def callback_list(self) -> str:
+        return "\n".join(type(cb).__name__ for cb in self.callbacks)
+
+
+class DefaultFlowCallback(TrainerCallback):
+    """Decides when to log, evaluate, save and stop, from the interval strategies of the arguments."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if step == 1 and args.logging_first_step:
+            control.should_log = True
+        if args.logging_strategy == IntervalStrategy.STEPS and step % state.logging_steps == 0:
+            control.should_log = True
+        if args.eval_strategy == IntervalStrategy.STEPS and step % state.eval_steps == 0:
+            control.should_evaluate = True
+        if args.save_strategy == SaveStrategy.STEPS and step % state.save_steps == 0:
+            control.should_save = True
+        if step >= state.max_steps:
+            control.should_training_stop = True
+            if args.save_strategy == SaveStrategy.STEPS:
+                control.should_save = True  # the last step is always saved
+        return control
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if args.logging_strategy == IntervalStrategy.EPOCH:
+            control.should_log = True
+        if args.eval_strategy == IntervalStrategy.EPOCH:
+            control.should_evaluate = True
+        if args.save_strategy == SaveStrategy.EPOCH:
+            control.should_save = True
+        return control
+
+
+def _format_logs(logs: dict[str, Any]) -> dict[str, Any]:
+    return {k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in logs.items()}
+
+
+class ProgressCallback(TrainerCallback):
+    """A tqdm progress bar on the main process: step, eta, and the last logged loss and learning rate."""
+
+    def __init__(self) -> None:
+        self.bar = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, dynamic_ncols=True, unit="step")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.bar is None or not logs:
+            return
+        shown = {k: v for k, v in logs.items() if k in ("loss", "learning_rate", "eval_loss", "grad_norm")}
+        if shown:
+            self.bar.set_postfix(_format_logs(shown), refresh=False)
+        if "loss" not in logs and "learning_rate" not in logs:
+            self.bar.write(str(_format_logs(logs)))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class PrinterCallback(TrainerCallback):
+    """Prints each log dict (used instead of the progress bar when `disable_tqdm` is set)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            print(_format_logs(logs), flush=True)
+
+
+class EarlyStoppingCallback(TrainerCallback, ExportableState):
+    """Stops training when `metric_for_best_model` has not improved by more than `early_stopping_threshold` for
+    `early_stopping_patience` evaluations in a row. The counter is reset at train begin and saved in checkpoints."""
+
+    def __init__(self, early_stopping_patience: int = 1, early_stopping_threshold: float = 0.0) -> None:
+        if early_stopping_patience < 1:
+            raise TrainerConfigError(f"early_stopping_patience must be >= 1, got {early_stopping_patience}")
+        if early_stopping_threshold < 0:
+            raise TrainerConfigError(f"early_stopping_threshold must be >= 0, got {early_stopping_threshold}")
+        self.early_stopping_patience = early_stopping_patience
+        self.early_stopping_threshold = early_stopping_threshold
+        self.early_stopping_patience_counter = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.early_stopping_patience_counter = 0
+        if args.best_metric_name is None:
+            raise TrainerConfigError(
+                "EarlyStoppingCallback needs 'metric_for_best_model' (for example 'eval_loss') in the arguments"
+            )
+        if args.eval_strategy == IntervalStrategy.NO:
+            raise TrainerConfigError(
+                "EarlyStoppingCallback needs evaluations: set 'eval_strategy' to steps or epoch"
+            )
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        value = (metrics or {}).get(args.best_metric_name)
+        if value is None or not math.isfinite(value):
+            return
+        better = operator.gt if args.higher_is_better else operator.lt
+        if state.best_metric is None or (
+            better(value, state.best_metric)
+            and abs(value - state.best_metric) > self.early_stopping_threshold
+        ):
+            self.early_stopping_patience_counter = 0
+        else:
+            self.early_stopping_patience_counter += 1
+        if self.early_stopping_patience_counter >= self.early_stopping_patience:
+            control.should_training_stop = True
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "args": {
+                "early_stopping_patience": self.early_stopping_patience,
+                "early_stopping_threshold": self.early_stopping_threshold,
+            },
+            "attributes": {"early_stopping_patience_counter": self.early_stopping_patience_counter},
+        }
+
+    def load_state(self, values: dict[str, Any]) -> None:
+        self.early_stopping_patience_counter = values.get("attributes", {}).get(
+            "early_stopping_patience_counter", 0
+        )

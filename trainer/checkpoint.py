@@ -1,0 +1,172 @@
+"""Checkpoint folders: atomic writes, listing, rotation, and the files beside the strategy's own.
+
+Layout: `output_dir/checkpoint-<global_step>/` with model.safetensors, optimizer.pt, scheduler.pt, scaler.pt (fp16),
+rng_state.pth (rng_state_<rank>.pth on other ranks), trainer_state.json and training_args.json. A checkpoint is written
+into `output_dir/.checkpoint-<step>.tmp` and renamed into place, so a folder named `checkpoint-<step>` is complete: a
+crash during a save leaves only a temporary folder, which listing ignores and the next save of that step replaces.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.errors import CheckpointError
+from trainer.seed import rng_state, set_rng_state
+
+PREFIX = "checkpoint"
+STATE_FILE = "trainer_state.json"
+ARGS_FILE = "training_args.json"
+_NAME = re.compile(rf"^{PREFIX}-(\d+)$")
+
+
+def checkpoint_dir(output_dir: str | Path, step: int) -> Path:
+    return Path(output_dir) / f"{PREFIX}-{step}"
+
+
+def _temporary_dir(output_dir: str | Path, step: int) -> Path:
+    return Path(output_dir) / f".{PREFIX}-{step}.tmp"
+
+
+def is_complete(path: Path) -> bool:
+    return path.is_dir() and _NAME.match(path.name) is not None and (path / STATE_FILE).is_file()
+
+
+def list_checkpoints(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints under output_dir, oldest (lowest step) first."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if is_complete(p)]
+    return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    found = list_checkpoints(output_dir)
+    return found[-1] if found else None
+
+
+def resolve_resume(resume_from_checkpoint: bool | str | Path | None, output_dir: str | Path) -> Path | None:
+    """`True` -> the newest complete checkpoint in output_dir; a path -> that checkpoint, checked."""
+    if resume_from_checkpoint is None or resume_from_checkpoint is False:
+        return None
+    if resume_from_checkpoint is True:
+        found = latest_checkpoint(output_dir)
+        if found is None:
+            raise CheckpointError(
+                f"resume_from_checkpoint=True but {output_dir} holds no complete checkpoint"
+            )
+        return found
+    path = Path(resume_from_checkpoint)
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint folder {path} does not exist")
+    if not (path / STATE_FILE).is_file():
+        raise CheckpointError(f"{path} is not a complete checkpoint: it has no {STATE_FILE}")
+    return path
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush the files before the rename, so that after a power cut the renamed folder is not full of holes."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+
+
+def write_atomically(
+    output_dir: str | Path,
+    step: int,
+    write: Callable[[Path], None],
+    *,
+    is_main: bool,
+    barrier: Callable[[], None],
+) -> Path:
+    """Create a temporary folder, let every rank `write(tmp)` into it, then rank 0 renames it into place."""
+    final, temporary = checkpoint_dir(output_dir, step), _temporary_dir(output_dir, step)
+    if is_main:
+        shutil.rmtree(temporary, ignore_errors=True)  # left by a crash during an earlier save
+        temporary.mkdir(parents=True)
+    barrier()
+    write(temporary)
+    barrier()
+    if is_main:
+        _fsync_tree(temporary)
+        _replace(temporary, final)
+    barrier()
+    return final
+
+
+def _replace(source: Path, target: Path) -> None:
+    if target.exists():  # saving the same step again (after a resume): move the old one away first
+        trash = target.with_name(f".{target.name}.old")
+        shutil.rmtree(trash, ignore_errors=True)
+        os.replace(target, trash)
+        os.replace(source, target)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(source, target)
+
+
+def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | Path | None) -> list[Path]:
+    """Delete the oldest checkpoints beyond `limit`, never the best nor the newest. Returns what was deleted."""
+    if limit is None:
+        return []
+    found = list_checkpoints(output_dir)
+    best_path = Path(best).resolve() if best else None
+    protected = {found[-1].resolve()} if found else set()
+    if best_path is not None:
+        protected.add(best_path)
+    keep_at_least = max(limit, len(protected))
+    deletable = [p for p in found if p.resolve() not in protected]
+    excess = len(found) - keep_at_least
+    deleted = deletable[: max(0, excess)]
+    for path in deleted:
+        shutil.rmtree(path, ignore_errors=True)
+    return deleted
+
+
+# ---- RNG state ---------------------------------------------------------------------------------------------------
+def rng_file(rank: int) -> str:
+    return "rng_state.pth" if rank == 0 else f"rng_state_{rank}.pth"
+
+
+def save_rng_state(directory: Path, rank: int) -> None:
+    torch.save(rng_state(), directory / rng_file(rank))
+
+
+def load_rng_state(directory: Path, rank: int) -> bool:
+    path = directory / rng_file(rank)
+    if not path.exists():
+        return False
+    set_rng_state(torch.load(path, weights_only=True))
+    return True
+
+
+# ---- weights outside a checkpoint ----------------------------------------------------------------------------
+def deduplicate_shared(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """safetensors refuses tensors that share memory (tied weights): keep the first name of each storage."""
+    seen: set[tuple[int, int]] = set()
+    unique: dict[str, torch.Tensor] = {}
+    for name, tensor in state_dict.items():
+        key = (
+            (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+            if tensor.numel()
+            else (id(tensor), 0)
+        )
+        if key in seen:
+            continue
+        seen.add(key)
+        unique[name] = tensor.contiguous()
+    return unique
+
+
+def save_weights(state_dict: dict[str, Any], path: Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file(deduplicate_shared(state_dict), str(path), metadata={"format": "pt"})

@@ -1,0 +1,119 @@
+"""The evaluation/prediction loop: losses, gathered predictions and labels as numpy, metrics, speed."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from trainer.data import batch_size_of, has_length
+from trainer.events import Event
+from trainer.outputs import EvalPrediction, PredictionOutput
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
+
+PAD_INDEX = -100  # what labels and predictions of unequal lengths are padded with (transformers' convention)
+
+
+def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()  # numpy has no bfloat16
+    return tensor.numpy()
+
+
+def _concat(chunks: list[Any]) -> Any:
+    """Concatenate per-batch arrays along dim 0; pad the other dims with -100 when batches differ (sequences)."""
+    if isinstance(chunks[0], tuple):
+        return tuple(_concat([c[i] for c in chunks]) for i in range(len(chunks[0])))
+    if chunks[0].ndim == 0:
+        return np.stack(chunks)
+    shape = np.max([c.shape for c in chunks], axis=0)
+    if all(c.shape[1:] == tuple(shape[1:]) for c in chunks):
+        return np.concatenate(chunks, axis=0)
+    total = sum(c.shape[0] for c in chunks)
+    out = np.full((total, *shape[1:]), PAD_INDEX, dtype=chunks[0].dtype)
+    row = 0
+    for c in chunks:
+        out[(slice(row, row + c.shape[0]), *(slice(0, s) for s in c.shape[1:]))] = c
+        row += c.shape[0]
+    return out
+
+
+def _trim(values: Any, count: int | None) -> Any:
+    """Drop the samples a distributed sampler repeated to give every rank the same number."""
+    if values is None or count is None:
+        return values
+    if isinstance(values, tuple):
+        return tuple(_trim(v, count) for v in values)
+    return values[:count]
+
+
+def _gather_cpu(trainer: Trainer, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        return tuple(_gather_cpu(trainer, v) for v in value)
+    return _to_numpy(trainer.strategy.gather_for_eval(value.detach()).cpu())
+
+
+def _prefixed(metrics: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {(k if k.startswith(f"{prefix}_") else f"{prefix}_{k}"): v for k, v in metrics.items()}
+
+
+def _as_float(value: Any) -> Any:
+    return value.item() if isinstance(value, (np.generic, torch.Tensor)) else value
+
+
+def evaluation_loop(
+    trainer: Trainer, loader: DataLoader, metric_key_prefix: str, prediction_loss_only: bool
+) -> PredictionOutput:
+    """Run the model over `loader` without gradients and compute `<prefix>_loss`, metrics and speed."""
+    model = trainer.model
+    was_training = model.training
+    model.eval()
+    start = time.perf_counter()
+    losses: list[np.ndarray] = []
+    predictions: list[Any] = []
+    labels: list[Any] = []
+    steps = 0
+    for batch in loader:
+        batch = trainer.strategy.move_batch(batch)
+        loss, logits, label_ids = trainer.prediction_step(model, batch, prediction_loss_only)
+        if loss is not None:
+            per_sample = loss.detach().float().reshape(1).repeat(batch_size_of(batch))
+            losses.append(_gather_cpu(trainer, per_sample))
+        if logits is not None and trainer.preprocess_logits_for_metrics is not None:
+            logits = trainer.preprocess_logits_for_metrics(logits, label_ids)
+        if logits is not None:
+            predictions.append(_gather_cpu(trainer, logits))
+        if label_ids is not None:
+            labels.append(_gather_cpu(trainer, label_ids))
+        steps += 1
+        trainer.fire(Event.ON_PREDICTION_STEP)
+    if was_training:
+        model.train()
+    count = len(loader.dataset) if has_length(loader.dataset) else None
+    all_preds = _trim(_concat(predictions), count) if predictions else None
+    all_labels = _trim(_concat(labels), count) if labels else None
+    metrics: dict[str, Any] = {}
+    if trainer.compute_metrics is not None and all_preds is not None and all_labels is not None:
+        metrics.update(
+            {
+                k: _as_float(v)
+                for k, v in trainer.compute_metrics(EvalPrediction(all_preds, all_labels)).items()
+            }
+        )
+    if losses:
+        metrics["loss"] = float(_trim(np.concatenate(losses), count).mean())
+    runtime = time.perf_counter() - start
+    samples = count if count is not None else sum(len(c) for c in losses)
+    metrics.update(
+        runtime=round(runtime, 4),
+        samples_per_second=round(samples / runtime, 3) if runtime > 0 else 0.0,
+        steps_per_second=round(steps / runtime, 3) if runtime > 0 else 0.0,
+    )
+    return PredictionOutput(all_preds, all_labels, _prefixed(metrics, metric_key_prefix))

@@ -1,0 +1,146 @@
+"""Optimizers and learning-rate schedules named by `args.optim` and `args.lr_scheduler_type` (transformers' formulas)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import torch
+from torch.optim.lr_scheduler import LambdaLR, ReduceLROnPlateau
+
+from trainer.args import TrainingArguments
+from trainer.errors import TrainerConfigError
+
+
+# ---- optimizers -------------------------------------------------------------------------------------------------
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Decay matrices only: biases and norm weights (1-d tensors) are not decayed, as in nanoGPT and transformers."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if weight_decay == 0:
+        return [{"params": params, "weight_decay": 0.0}]
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _optimizer_class_and_kwargs(args: TrainingArguments) -> tuple[type, dict[str, Any]]:
+    adam = {"betas": (args.adam_beta1, args.adam_beta2), "eps": args.adam_epsilon}
+    table: dict[str, tuple[type, dict[str, Any]]] = {
+        "adamw_torch": (torch.optim.AdamW, {**adam, "foreach": None}),
+        "adamw_torch_fused": (torch.optim.AdamW, {**adam, "fused": True}),
+        "sgd": (torch.optim.SGD, {}),
+        "adafactor": (torch.optim.Adafactor, {}),
+        "adagrad": (torch.optim.Adagrad, {"eps": args.adam_epsilon}),
+    }
+    return table[args.optim]
+
+
+def create_optimizer(args: TrainingArguments, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The optimizer `args.optim` over the model's trainable parameters; `args.optim_args` adds keyword arguments."""
+    cls, kwargs = _optimizer_class_and_kwargs(args)
+    kwargs.update(args.optim_args or {})
+    groups = parameter_groups(model, args.weight_decay)
+    try:
+        return cls(groups, lr=args.learning_rate, **kwargs)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TrainerConfigError(
+            f"cannot build optimizer '{args.optim}' with optim_args {args.optim_args}: {error}"
+        ) from error
+
+
+# ---- learning-rate schedules (multipliers of the initial learning rate) -----------------------------------------
+def _warmup(step: int, warmup: int) -> float:
+    return step / max(1, warmup)
+
+
+def _linear(step: int, *, warmup: int, total: int) -> float:
+    if step < warmup:
+        return _warmup(step, warmup)
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def _cosine(step: int, *, warmup: int, total: int, num_cycles: float = 0.5) -> float:
+    if step < warmup:
+        return _warmup(step, warmup)
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * num_cycles * 2.0 * progress)))
+
+
+def _cosine_with_restarts(step: int, *, warmup: int, total: int, num_cycles: int = 1) -> float:
+    if step < warmup:
+        return _warmup(step, warmup)
+    progress = (step - warmup) / max(1, total - warmup)
+    if progress >= 1.0:
+        return 0.0
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * ((num_cycles * progress) % 1.0))))
+
+
+def _polynomial(
+    step: int, *, warmup: int, total: int, lr_init: float, lr_end: float = 1e-7, power: float = 1.0
+) -> float:
+    if step < warmup:
+        return _warmup(step, warmup)
+    if step > total:
+        return lr_end / lr_init
+    remaining = 1 - (step - warmup) / max(1, total - warmup)
+    return ((lr_init - lr_end) * remaining**power + lr_end) / lr_init
+
+
+def _constant(step: int, *, warmup: int, total: int) -> float:
+    return 1.0
+
+
+def _constant_with_warmup(step: int, *, warmup: int, total: int) -> float:
+    return _warmup(step, warmup) if step < warmup else 1.0
+
+
+def _inverse_sqrt(step: int, *, warmup: int, total: int, timescale: int | None = None) -> float:
+    timescale = timescale or warmup or 10_000
+    if step < warmup:
+        return _warmup(step, warmup)
+    return 1.0 / math.sqrt((step + timescale - warmup) / timescale)
+
+
+SCHEDULES = {
+    "linear": _linear,
+    "cosine": _cosine,
+    "cosine_with_restarts": _cosine_with_restarts,
+    "polynomial": _polynomial,
+    "constant": _constant,
+    "constant_with_warmup": _constant_with_warmup,
+    "inverse_sqrt": _inverse_sqrt,
+}
+
+
+def create_scheduler(
+    args: TrainingArguments, optimizer: torch.optim.Optimizer, num_training_steps: int
+) -> Any:
+    """A LambdaLR for the step schedules, or ReduceLROnPlateau (stepped with the best-model metric after evaluations)."""
+    kwargs = dict(args.lr_scheduler_kwargs or {})
+    try:
+        if args.lr_scheduler_type == "reduce_on_plateau":
+            kwargs.setdefault("mode", "max" if args.higher_is_better else "min")
+            return ReduceLROnPlateau(optimizer, **kwargs)
+        schedule = SCHEDULES[args.lr_scheduler_type]
+        if args.lr_scheduler_type == "polynomial":
+            kwargs["lr_init"] = args.learning_rate
+        warmup = args.get_warmup_steps(num_training_steps)
+        multiplier = functools.partial(schedule, warmup=warmup, total=num_training_steps, **kwargs)
+        multiplier(0)  # fail here, naming the field, if lr_scheduler_kwargs holds an unknown key
+        return LambdaLR(optimizer, multiplier)
+    except TypeError as error:
+        raise TrainerConfigError(
+            f"lr_scheduler_kwargs {args.lr_scheduler_kwargs} do not fit lr_scheduler_type "
+            f"'{args.lr_scheduler_type}': {error}"
+        ) from error
+
+
+def steps_with_scheduler(scheduler: Any) -> bool:
+    """True when the scheduler advances every optimizer step (not ReduceLROnPlateau, which follows evaluations)."""
+    return scheduler is not None and not isinstance(scheduler, ReduceLROnPlateau)
+
+
+def current_learning_rate(optimizer: torch.optim.Optimizer) -> float:
+    lr = optimizer.param_groups[0]["lr"]
+    return float(lr.item() if torch.is_tensor(lr) else lr)

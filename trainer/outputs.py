@@ -1,0 +1,64 @@
+"""What train/evaluate/predict return, and how a model's output is read (loss, logits)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+
+class TrainOutput(NamedTuple):
+    global_step: int
+    training_loss: float
+    metrics: dict[str, float]
+
+
+class PredictionOutput(NamedTuple):
+    predictions: np.ndarray | tuple[np.ndarray, ...] | None
+    label_ids: np.ndarray | tuple[np.ndarray, ...] | None
+    metrics: dict[str, float] | None
+
+
+class EvalPrediction:
+    """What compute_metrics receives: numpy predictions and labels (unpacks as `predictions, labels = p`)."""
+
+    def __init__(self, predictions: Any, label_ids: Any, inputs: Any = None) -> None:
+        self.predictions = predictions
+        self.label_ids = label_ids
+        self.inputs = inputs
+
+    def __iter__(self):
+        return iter((self.predictions, self.label_ids))
+
+    def __getitem__(self, index: int) -> Any:
+        return (self.predictions, self.label_ids)[index]
+
+    def __len__(self) -> int:
+        return 2
+
+
+def _one_or_tuple(values: list[Any]) -> Any:
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def loss_and_logits(output: Any) -> tuple[torch.Tensor | None, Any]:
+    """Read a model's output: a scalar tensor is a loss, another tensor logits; a dict or object gives `loss` and
+    `logits` (or its other values); a tuple starting with a scalar is (loss, *logits)."""
+    if torch.is_tensor(output):
+        return (output, None) if output.ndim == 0 else (None, output)
+    if isinstance(output, Mapping):
+        loss = output.get("loss")
+        if "logits" in output:
+            return loss, output["logits"]
+        return loss, _one_or_tuple([v for k, v in output.items() if k != "loss"])
+    if isinstance(output, (tuple, list)):
+        if output and torch.is_tensor(output[0]) and output[0].ndim == 0:
+            return output[0], _one_or_tuple(list(output[1:]))
+        return None, _one_or_tuple(list(output))
+    if hasattr(output, "loss") or hasattr(output, "logits"):
+        return getattr(output, "loss", None), getattr(output, "logits", None)
+    raise TypeError(f"cannot read a loss or logits from a model output of type {type(output).__name__}")

@@ -1,0 +1,583 @@
+"""The Trainer: a training loop you can read top to bottom (see `trainer.events.Event` for where callbacks fire).
+
+Everything that is not the loop lives beside it: arguments (args.py), optimizers and schedules (optim.py), data
+(data.py), checkpoints (checkpoint.py), precision (precision.py), evaluation (evaluation.py), devices and processes
+(strategies/). The loop never asks which strategy it runs under; it asks the strategy to do things.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from trainer import checkpoint as ckpt
+from trainer.args import SaveStrategy, TrainingArguments
+from trainer.callbacks import (
+    CallbackHandler,
+    DefaultFlowCallback,
+    ExportableState,
+    PrinterCallback,
+    ProgressCallback,
+)
+from trainer.data import (
+    accumulation_windows,
+    batch_size_of,
+    eval_dataloader,
+    start_epoch,
+    tokens_in,
+    train_dataloader,
+)
+from trainer.errors import CheckpointError, TrainerConfigError, TrainerError
+from trainer.evaluation import evaluation_loop
+from trainer.events import Event
+from trainer.meter import create_loss_meter
+from trainer.modeling import call_model, labels_of, prepare_model, split_labels
+from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
+from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits
+from trainer.plan import TrainingPlan, build_plan
+from trainer.seed import enable_full_determinism, set_seed
+from trainer.state import TrainerControl, TrainerState
+from trainer.strategies import create_strategy
+
+logger = logging.getLogger(__name__)
+
+
+class Trainer:
+    """Train, evaluate and predict with any `torch.nn.Module` (transformers models included).
+
+    The model returns its loss (a scalar tensor, or `loss` in a dict or output object), or `compute_loss_func(outputs,
+    labels, num_items_in_batch=...)` computes it. Dict batches are passed as keyword arguments, tuples as positional
+    ones; for evaluation the labels are `label_names` of a dict batch or the last element of a tuple batch.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module | None = None,
+        args: TrainingArguments | None = None,
+        data_collator: Any = None,
+        train_dataset: Dataset | None = None,
+        eval_dataset: Dataset | dict[str, Dataset] | None = None,
+        compute_metrics: Any = None,
+        callbacks: list[Any] | None = None,
+        optimizers: tuple[Any, Any] = (None, None),
+        preprocess_logits_for_metrics: Any = None,
+        model_init: Any = None,
+        compute_loss_func: Any = None,
+        processing_class: Any = None,
+    ) -> None:
+        self.args = args if args is not None else TrainingArguments()
+        if model is None and model_init is None:
+            raise TrainerConfigError(
+                "Trainer needs a model or a model_init (a function that returns the model)"
+            )
+        if model_init is not None and optimizers != (None, None):
+            raise TrainerConfigError(
+                "optimizers cannot be passed with model_init: each new model needs its own"
+            )
+        self.strategy = create_strategy(self.args)
+        self.strategy.setup_environment()
+        self._seed()
+        self.model_init = model_init
+        self.model = model if model is not None else self._call_model_init()
+        self._model_used = False
+        self._model_placed = False
+        self.data_collator = data_collator
+        self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
+        self.compute_metrics = compute_metrics
+        self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
+        self.compute_loss_func = compute_loss_func
+        self.processing_class = processing_class
+        self.optimizer, self.lr_scheduler = optimizers
+        self._user_optimizers = optimizers
+        self.state = TrainerState(
+            is_local_process_zero=self.strategy.is_local_zero,
+            is_world_process_zero=self.strategy.is_global_zero,
+        )
+        self.control = TrainerControl()
+        default = [DefaultFlowCallback, PrinterCallback if self.args.disable_tqdm else ProgressCallback]
+        self.callback_handler = CallbackHandler(default + list(callbacks or []))
+        self.callback_handler.bind(trainer=self, model=self.model, optimizer=None, lr_scheduler=None)
+        self.fire(Event.ON_INIT_END)
+
+    # ---- callbacks ---------------------------------------------------------------------------------------------
+    def add_callback(self, callback: Any) -> None:
+        self.callback_handler.add_callback(callback)
+
+    def pop_callback(self, callback: Any) -> Any:
+        return self.callback_handler.pop_callback(callback)
+
+    def remove_callback(self, callback: Any) -> None:
+        self.callback_handler.remove_callback(callback)
+
+    def fire(self, event: Event, **extra: Any) -> TrainerControl:
+        return self.callback_handler.call(event.value, self.args, self.state, self.control, **extra)
+
+    # ---- training ----------------------------------------------------------------------------------------------
+    def train(self, resume_from_checkpoint: bool | str | Path | None = None, **unused: Any) -> TrainOutput:
+        """Train for `max_steps` (or `num_train_epochs`); `resume_from_checkpoint=True` continues the newest
+        complete checkpoint in output_dir, a path continues that one."""
+        if self.train_dataset is None:
+            raise TrainerConfigError("train() needs a train_dataset")
+        checkpoint = ckpt.resolve_resume(resume_from_checkpoint, self.args.output_dir)
+        if self.model_init is not None and self._model_used:
+            self._seed()
+            self.model = self._call_model_init()  # every train() call starts from a fresh model
+            self._model_placed = False
+        self._model_used = True
+        batch_size = self.args.per_device_train_batch_size
+        if not self.args.auto_find_batch_size:
+            return self._train_loop(batch_size, checkpoint)
+        from accelerate.utils import find_executable_batch_size
+
+        if checkpoint is not None:  # continue with the batch size the first run found
+            batch_size = (
+                TrainerState.load_from_json(checkpoint / ckpt.STATE_FILE).train_batch_size or batch_size
+            )
+        return find_executable_batch_size(self._train_with_batch_size, starting_batch_size=batch_size)(
+            checkpoint
+        )
+
+    def _train_with_batch_size(self, batch_size: int, checkpoint: Path | None) -> TrainOutput:
+        if batch_size != self.args.per_device_train_batch_size and self.model_init is not None:
+            self._seed()
+            self.model = self._call_model_init()  # the failed attempt may have moved the weights
+        logger.info("training with per-device batch size %d", batch_size)
+        return self._train_loop(batch_size, checkpoint)
+
+    def _train_loop(self, batch_size: int, checkpoint: Path | None) -> TrainOutput:
+        args = self.args
+        self._seed()  # the run's random stream starts here, whatever ran before
+        loader = self.get_train_dataloader(batch_size)
+        plan = build_plan(args, loader)
+        self._setup_model_and_optimizer(plan, loader)
+        self.state = self._new_state(plan, batch_size)
+        self.control._new_training()
+        self.fire(Event.ON_TRAIN_BEGIN)
+        first_epoch, steps_to_skip = self._resume(checkpoint, plan) if checkpoint else (0, 0)
+        if args.eval_on_start and checkpoint is None:
+            self._evaluate()
+        if checkpoint is not None:
+            ckpt.load_rng_state(checkpoint, self.strategy.rank)  # last: nothing else may draw before step one
+        self._start_meters()
+        for epoch in range(first_epoch, plan.num_epochs):
+            skip = steps_to_skip * args.gradient_accumulation_steps if epoch == first_epoch else 0
+            self._train_epoch(loader, plan, epoch, skip)
+            if self.control.should_training_stop or self.state.global_step >= plan.max_steps:
+                break
+        return self._finish_training()
+
+    def _train_epoch(self, loader: DataLoader, plan: TrainingPlan, epoch: int, skip_batches: int) -> None:
+        state, control, accumulation = self.state, self.control, self.args.gradient_accumulation_steps
+        control._new_epoch()
+        self.model.train()
+        self.fire(Event.ON_EPOCH_BEGIN)
+        steps_in_epoch = plan.steps_per_epoch or plan.max_steps
+        step_in_epoch = skip_batches // accumulation
+        batches = start_epoch(loader, epoch, self.args.sampler_seed, skip_batches)
+        for window in accumulation_windows(batches, accumulation):
+            self.fire(Event.ON_STEP_BEGIN)
+            step_loss = self._optimizer_step(window)
+            state.global_step += 1
+            step_in_epoch += 1
+            state.epoch = epoch + step_in_epoch / steps_in_epoch
+            self._loss_meter.add(step_loss, state.global_step)
+            self.fire(Event.ON_STEP_END)
+            self._log_evaluate_save()
+            if (
+                control.should_epoch_stop
+                or control.should_training_stop
+                or state.global_step >= plan.max_steps
+            ):
+                break
+        self.fire(Event.ON_EPOCH_END)
+        self._log_evaluate_save()
+
+    def _optimizer_step(self, window: list[Any]) -> torch.Tensor:
+        """Forward and backward over one accumulation window, then clip and step. Returns the window's loss."""
+        model, optimizer, strategy = self.model, self.optimizer, self.strategy
+        if len(window) == 1:
+            batch = window[0]
+            self._samples_since_log += batch_size_of(batch)
+            self._tokens_since_log += tokens_in(batch)
+            step_loss = self.training_step(model, batch)
+        else:
+            # Weight each micro-batch by its share of the window's samples: the mean over the window equals the
+            # mean over one big batch, also for the last, shorter window of an epoch.
+            sizes = [batch_size_of(batch) for batch in window]
+            total = sum(sizes)
+            self._samples_since_log += total
+            self._tokens_since_log += sum(tokens_in(batch) for batch in window)
+            step_loss = 0.0
+            for i, batch in enumerate(window):
+                last = i == len(window) - 1
+                with strategy.no_backward_sync(model, enabled=not last):
+                    step_loss = step_loss + self.training_step(model, batch, loss_weight=sizes[i] / total)
+                if not last:
+                    self.fire(Event.ON_SUBSTEP_END)
+        self.fire(Event.ON_PRE_OPTIMIZER_STEP)
+        self._grad_norm = strategy.clip_grad_norm(model, optimizer, self.args.max_grad_norm)
+        stepped = strategy.optimizer_step(model, optimizer)  # False when an fp16 step overflowed
+        self.fire(Event.ON_OPTIMIZER_STEP)
+        if stepped and self._scheduler_per_step:
+            self.lr_scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return step_loss
+
+    def training_step(self, model: torch.nn.Module, inputs: Any, loss_weight: float = 1.0) -> torch.Tensor:
+        """Forward and backward of one micro-batch; returns the detached loss times `loss_weight`."""
+        inputs = self.strategy.move_batch(inputs)
+        with self.strategy.autocast():
+            loss = self.compute_loss(model, inputs)
+        if loss_weight != 1.0:
+            loss = loss * loss_weight
+        self.strategy.backward(loss, model, self.optimizer)
+        return loss.detach()
+
+    def compute_loss(
+        self,
+        model: torch.nn.Module,
+        inputs: Any,
+        return_outputs: bool = False,
+        num_items_in_batch: int | None = None,
+    ) -> Any:
+        if self.compute_loss_func is not None:
+            features, labels = split_labels(inputs, self.args.label_names)
+            outputs = call_model(model, features)
+            n_items = num_items_in_batch if num_items_in_batch is not None else batch_size_of(inputs)
+            loss = self.compute_loss_func(outputs, labels, num_items_in_batch=n_items)
+        else:
+            outputs = call_model(model, inputs)
+            loss = outputs if type(outputs) is torch.Tensor else loss_and_logits(outputs)[0]
+            if loss is None or loss.ndim != 0:
+                raise TrainerError(
+                    f"{type(self.strategy.unwrap(model)).__name__} returned no scalar loss: return the loss (a "
+                    "0-d tensor, or 'loss' in a dict or output object), pass labels the model uses, or give the "
+                    "Trainer a compute_loss_func(outputs, labels, num_items_in_batch)"
+                )
+        return (loss, outputs) if return_outputs else loss
+
+    # ---- what happens between steps ---------------------------------------------------------------------------
+    def _log_evaluate_save(self) -> None:
+        control = self.control
+        if control.should_log:
+            self._log_training()
+        improved = self._evaluate() if control.should_evaluate else False
+        if control.should_save or (improved and self.args.save_strategy == SaveStrategy.BEST):
+            self._save_checkpoint()
+        control._new_step()
+
+    def _log_training(self) -> None:
+        mean_loss, steps = self._loss_meter.pop_mean()
+        self._loss_sum += mean_loss * steps if steps else 0.0
+        self._loss_steps += steps
+        logs: dict[str, float] = {"loss": mean_loss}
+        if self._grad_norm is not None:
+            logs["grad_norm"] = float(self._grad_norm)
+        logs["learning_rate"] = current_learning_rate(self.optimizer)
+        logs.update(self._throughput())
+        self.log(logs)
+
+    def _throughput(self) -> dict[str, float]:
+        now = time.perf_counter()
+        elapsed = max(now - self._last_log_time, 1e-9)
+        steps = self.state.global_step - self._last_log_step
+        rates = {
+            "train_samples_per_second": round(self._samples_since_log / elapsed, 3),
+            "train_steps_per_second": round(steps / elapsed, 3),
+        }
+        if self._tokens_since_log:
+            rates["train_tokens_per_second"] = round(self._tokens_since_log / elapsed, 3)
+        self.state.num_input_tokens_seen += self._tokens_since_log
+        self._samples_done += self._samples_since_log
+        self._last_log_time, self._last_log_step = now, self.state.global_step
+        self._samples_since_log = self._tokens_since_log = 0
+        return rates
+
+    def log(self, logs: dict[str, float]) -> None:
+        """Add `epoch`, append to state.log_history (with `step`) and fire on_log."""
+        if self.state.epoch is not None:
+            logs["epoch"] = self.state.epoch
+        self.state.log_history.append({**logs, "step": self.state.global_step})
+        self.fire(Event.ON_LOG, logs=logs)
+
+    def _evaluate(self) -> bool:
+        """Evaluate during training; update the best metric; step ReduceLROnPlateau. True when the best improved."""
+        self._loss_meter.check(self.state.global_step)
+        metrics = self.evaluate()
+        name = self.args.best_metric_name
+        if name is not None and name not in metrics:
+            raise TrainerConfigError(
+                f"metric_for_best_model is '{self.args.metric_for_best_model}' but the evaluation returned no "
+                f"'{name}'; the metrics are {sorted(metrics)} (with a dict of eval datasets, name one, "
+                "e.g. 'eval_<dataset>_loss')"
+            )
+        if not steps_with_scheduler(self.lr_scheduler) and self.lr_scheduler is not None:
+            self.lr_scheduler.step(metrics[name or "eval_loss"])
+        return self._update_best(metrics.get(name)) if name else False
+
+    def _update_best(self, value: float | None) -> bool:
+        if value is None or not math.isfinite(value):
+            return False
+        best = self.state.best_metric
+        if best is not None and (value <= best if self.args.higher_is_better else value >= best):
+            return False
+        self.state.best_metric, self.state.best_global_step = float(value), self.state.global_step
+        return True
+
+    # ---- evaluation and prediction ----------------------------------------------------------------------------
+    def evaluate(
+        self,
+        eval_dataset: Dataset | dict[str, Dataset] | None = None,
+        ignore_keys: Any = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """Metrics named `<prefix>_<metric>` (`eval_<name>_<metric>` for each dataset of a dict)."""
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if dataset is None:
+            raise TrainerConfigError(
+                "evaluate() needs an eval_dataset (pass one to the Trainer or to evaluate())"
+            )
+        if isinstance(dataset, dict):
+            metrics: dict[str, float] = {}
+            for name, part in dataset.items():
+                metrics.update(self.evaluate(part, metric_key_prefix=f"{metric_key_prefix}_{name}"))
+            return metrics
+        self._place_model()
+        output = evaluation_loop(
+            self, self.get_eval_dataloader(dataset), metric_key_prefix, self.args.prediction_loss_only
+        )
+        metrics = output.metrics
+        self.log(metrics)
+        self.fire(Event.ON_EVALUATE, metrics=metrics)
+        return metrics
+
+    def predict(
+        self, test_dataset: Dataset, ignore_keys: Any = None, metric_key_prefix: str = "test"
+    ) -> PredictionOutput:
+        self._place_model()
+        output = evaluation_loop(self, self.get_eval_dataloader(test_dataset), metric_key_prefix, False)
+        self.fire(Event.ON_PREDICT, metrics=output.metrics)
+        return output
+
+    def prediction_step(
+        self, model: torch.nn.Module, inputs: Any, prediction_loss_only: bool, ignore_keys: Any = None
+    ) -> tuple[torch.Tensor | None, Any, Any]:
+        """(loss, logits, labels) of one batch, without gradients."""
+        labels = labels_of(inputs, self.args.label_names)
+        with torch.no_grad(), self.strategy.autocast():
+            if self.compute_loss_func is not None:
+                features, labels = split_labels(inputs, self.args.label_names)
+                outputs = call_model(model, features)
+                loss = self.compute_loss_func(outputs, labels, num_items_in_batch=batch_size_of(inputs))
+                logits = loss_and_logits(outputs)[1] if not torch.is_tensor(outputs) else outputs
+            else:
+                loss, logits = loss_and_logits(call_model(model, inputs))
+        return loss, (None if prediction_loss_only else logits), labels
+
+    # ---- checkpoints ------------------------------------------------------------------------------------------
+    def _save_checkpoint(self) -> Path:
+        state, args, strategy = self.state, self.args, self.strategy
+        step = state.global_step
+        if state.best_global_step == step:
+            state.best_model_checkpoint = str(ckpt.checkpoint_dir(args.output_dir, step))
+        state.stateful_callbacks = {
+            type(cb).__name__: cb.state()
+            for cb in self.callback_handler.callbacks
+            if isinstance(cb, ExportableState)
+        }
+        path = ckpt.write_atomically(
+            args.output_dir,
+            step,
+            self._write_checkpoint,
+            is_main=strategy.is_global_zero,
+            barrier=strategy.barrier,
+        )
+        if strategy.is_global_zero:
+            ckpt.rotate_checkpoints(args.output_dir, args.save_total_limit, state.best_model_checkpoint)
+        self.fire(Event.ON_SAVE)
+        return path
+
+    def _write_checkpoint(self, folder: Path) -> None:
+        self.strategy.save_checkpoint(folder, self.model, self.optimizer, self.lr_scheduler)
+        ckpt.save_rng_state(folder, self.strategy.rank)
+        if self.strategy.is_global_zero:
+            (folder / ckpt.ARGS_FILE).write_text(self.args.to_json(), encoding="utf-8")
+            self.state.save_to_json(folder / ckpt.STATE_FILE)  # written last: its presence marks completeness
+
+    def _resume(self, checkpoint: Path, plan: TrainingPlan) -> tuple[int, int]:
+        """Restore weights, optimizer, scheduler, state and callbacks; return (epoch, steps into it) to start at."""
+        saved_args = json.loads((checkpoint / ckpt.ARGS_FILE).read_text(encoding="utf-8"))
+        if saved_args.get("save_only_model"):
+            raise CheckpointError(
+                f"{checkpoint} was saved with save_only_model (no optimizer or scheduler): training cannot resume "
+                "from it; load its model.safetensors into a new run instead"
+            )
+        saved = TrainerState.load_from_json(checkpoint / ckpt.STATE_FILE)
+        self.strategy.load_checkpoint(checkpoint, self.model, self.optimizer, self.lr_scheduler)
+        for name in (
+            "global_step",
+            "epoch",
+            "log_history",
+            "best_metric",
+            "best_global_step",
+            "best_model_checkpoint",
+            "num_input_tokens_seen",
+            "total_flos",
+            "stateful_callbacks",
+        ):
+            setattr(self.state, name, getattr(saved, name))
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, ExportableState) and type(callback).__name__ in saved.stateful_callbacks:
+                callback.load_state(saved.stateful_callbacks[type(callback).__name__])
+        if self.args.ignore_data_skip or plan.steps_per_epoch is None:
+            return (
+                (0, 0)
+                if plan.steps_per_epoch
+                else (0, 0 if self.args.ignore_data_skip else saved.global_step)
+            )
+        return divmod(saved.global_step, plan.steps_per_epoch)
+
+    def _finish_training(self) -> TrainOutput:
+        state = self.state
+        if self._loss_meter is not None:
+            mean, steps = self._loss_meter.pop_mean()
+            if steps:
+                self._loss_sum += mean * steps
+                self._loss_steps += steps
+        state.num_input_tokens_seen += self._tokens_since_log
+        self._tokens_since_log = 0
+        best = state.best_model_checkpoint
+        if self.args.load_best_model_at_end and best and Path(best).is_dir():
+            logger.info(
+                "loading the best model from %s (%s = %s)",
+                best,
+                self.args.best_metric_name,
+                state.best_metric,
+            )
+            self.strategy.load_model_weights(Path(best), self.model)
+        runtime = time.perf_counter() - self._train_start
+        steps_run = state.global_step - self._first_step
+        training_loss = self._loss_sum / self._loss_steps if self._loss_steps else math.nan
+        metrics = {
+            "train_runtime": round(runtime, 4),
+            "train_samples_per_second": round(self._samples_total() / runtime, 3) if runtime > 0 else 0.0,
+            "train_steps_per_second": round(steps_run / runtime, 3) if runtime > 0 else 0.0,
+            "total_flos": state.total_flos,
+            "train_loss": training_loss,
+        }
+        if state.num_input_tokens_seen:
+            metrics["train_tokens_per_second"] = round(state.num_input_tokens_seen / runtime, 3)
+        self.log(dict(metrics))
+        self.fire(Event.ON_TRAIN_END)
+        return TrainOutput(state.global_step, training_loss, {**metrics, "epoch": state.epoch})
+
+    def _samples_total(self) -> int:
+        return self._samples_done + self._samples_since_log
+
+    # ---- model output -----------------------------------------------------------------------------------------
+    def save_model(self, output_dir: str | Path | None = None) -> Path:
+        """Consolidated weights as model.safetensors (save_pretrained layout for transformers models) + arguments."""
+        folder = Path(output_dir or self.args.output_dir)
+        state_dict = self.strategy.full_state_dict(self.model)  # every rank takes part
+        if self.strategy.is_global_zero:
+            folder.mkdir(parents=True, exist_ok=True)
+            module = self.strategy.unwrap(self.model)
+            if hasattr(module, "save_pretrained"):
+                module.save_pretrained(str(folder), state_dict=state_dict)
+            else:
+                ckpt.save_weights(state_dict, folder / "model.safetensors")
+            if self.processing_class is not None and hasattr(self.processing_class, "save_pretrained"):
+                self.processing_class.save_pretrained(str(folder))
+            (folder / ckpt.ARGS_FILE).write_text(self.args.to_json(), encoding="utf-8")
+        self.strategy.barrier()
+        return folder
+
+    # ---- building blocks (overridable) ------------------------------------------------------------------------
+    def get_train_dataloader(self, batch_size: int | None = None) -> DataLoader:
+        sampler = self.strategy.train_sampler(self.train_dataset, shuffle=True, seed=self.args.sampler_seed)
+        size = batch_size or self.args.per_device_train_batch_size
+        return train_dataloader(self.train_dataset, self.args, size, self.data_collator, sampler)
+
+    def get_eval_dataloader(self, dataset: Dataset) -> DataLoader:
+        return eval_dataloader(dataset, self.args, self.data_collator, self.strategy.eval_sampler(dataset))
+
+    def create_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        return create_optimizer(self.args, model)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer) -> Any:
+        return create_scheduler(self.args, optimizer, num_training_steps)
+
+    def _setup_model_and_optimizer(self, plan: TrainingPlan, loader: DataLoader) -> None:
+        user_optimizer, user_scheduler = self._user_optimizers
+        model = prepare_model(self.strategy.unwrap(self.model), self.args)
+
+        def build_optimizer(wrapped: torch.nn.Module) -> torch.optim.Optimizer:
+            return user_optimizer if user_optimizer is not None else self.create_optimizer(wrapped)
+
+        def build_scheduler(optimizer: torch.optim.Optimizer) -> Any:
+            if user_scheduler is not None:
+                return user_scheduler
+            return self.create_scheduler(plan.max_steps, optimizer)
+
+        self.model, self.optimizer, self.lr_scheduler = self.strategy.setup(
+            model, build_optimizer, build_scheduler
+        )
+        self._model_placed = True
+        self._scheduler_per_step = steps_with_scheduler(self.lr_scheduler)
+        self.callback_handler.bind(
+            model=self.model,
+            optimizer=self.optimizer,
+            lr_scheduler=self.lr_scheduler,
+            train_dataloader=loader,
+        )
+
+    def _new_state(self, plan: TrainingPlan, batch_size: int) -> TrainerState:
+        previous = self.state  # hyperparameter-search fields set before train() survive
+        return TrainerState(
+            max_steps=plan.max_steps,
+            num_train_epochs=plan.num_epochs,
+            logging_steps=plan.logging_steps,
+            eval_steps=plan.eval_steps,
+            save_steps=plan.save_steps,
+            train_batch_size=batch_size,
+            is_local_process_zero=self.strategy.is_local_zero,
+            is_world_process_zero=self.strategy.is_global_zero,
+            is_hyper_param_search=previous.is_hyper_param_search,
+            trial_name=previous.trial_name,
+            trial_params=previous.trial_params,
+        )
+
+    def _start_meters(self) -> None:
+        args = self.args
+        self._loss_meter = create_loss_meter(
+            self.strategy.device, args.logging_nan_inf_filter, args.max_non_finite_steps
+        )
+        self._loss_sum, self._loss_steps = 0.0, 0
+        self._grad_norm = None
+        self._samples_since_log = self._tokens_since_log = self._samples_done = 0
+        self._train_start = self._last_log_time = time.perf_counter()
+        self._first_step = self._last_log_step = self.state.global_step
+
+    def _place_model(self) -> None:
+        if not self._model_placed:
+            self.model = self.model.to(self.strategy.device)
+            self._model_placed = True
+
+    def _call_model_init(self) -> torch.nn.Module:
+        model = self.model_init()
+        if model is None:
+            raise TrainerConfigError("model_init returned None; it must return a torch.nn.Module")
+        return model
+
+    def _seed(self) -> None:
+        if self.args.full_determinism:
+            enable_full_determinism(self.args.seed)
+        else:
+            set_seed(self.args.seed)
