@@ -15,6 +15,8 @@ from hpo.errors import HpoError
 COMMANDS: dict[str, str] = {
     "train": "hpo.commands.train:train",
     "validate": "hpo.commands.validate:validate",
+    "dashboard": "hpo.commands.dashboard:dashboard",
+    "report": "hpo.commands.report:report",
 }
 
 
