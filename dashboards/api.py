@@ -1,0 +1,177 @@
+"""The JSON API behind the pages (and the data embedded in the static report).
+
+Every endpoint is a GET with query parameters, so study names and run ids (which may hold `/` or any character) need no
+escaping in paths. A study's trials can be asked for incrementally: `from=K` returns trials numbered K and above, and
+`refresh=3,8` adds those numbers (the unfinished trials the page already shows), which is how a live page with 10,000
+trials polls without re-reading them all.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from optuna.trial import TrialState
+from sqlalchemy.engine import make_url
+
+from dashboards.importance import ImportanceCache, compute_importance
+from dashboards.optuna_source import OptunaSource
+from dashboards.serialize import param_specs, study_summary, trial_to_json
+from dashboards.store_reader import StoreReader
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def trial_run_id(study_name: str, number: int) -> str:
+    """The experiment store's id for a trial (CONTRACTS.md section 6)."""
+    return f"{study_name}/trial-{number}"
+
+
+def split_trial_run_id(run_id: str) -> tuple[str, int] | None:
+    study_name, separator, number = run_id.rpartition("/trial-")
+    if not separator or not number.isdigit():
+        return None
+    return study_name, int(number)
+
+
+def masked(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<storage>"
+
+
+def int_arg(query: dict[str, str], name: str, default: int) -> int:
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ApiError(400, f"query parameter {name!r} must be an integer, got {raw!r}") from None
+
+
+@dataclass
+class DashboardApi:
+    source: OptunaSource | None
+    store: StoreReader
+    study_file: str | None = None
+    importance: ImportanceCache | None = None
+
+    def __post_init__(self) -> None:
+        self.importance = self.importance or ImportanceCache()
+        self.routes = {
+            "/api/health": self.health,
+            "/api/studies": self.studies,
+            "/api/study": self.study,
+            "/api/importance": self.param_importance,
+            "/api/runs": self.runs,
+            "/api/run": self.run,
+        }
+
+    def handle(self, path: str, query: dict[str, str]) -> dict[str, Any]:
+        endpoint = self.routes.get(path)
+        if endpoint is None:
+            raise ApiError(404, f"no API endpoint {path}")
+        return endpoint(query)
+
+    def health(self, query: dict[str, str]) -> dict[str, Any]:
+        return {"ok": True}
+
+    def studies(self, query: dict[str, str]) -> dict[str, Any]:
+        summaries = []
+        if self.source is not None:
+            for name in self.source.study_names():
+                study = self.source.study(name)
+                if study is not None:
+                    summaries.append(study_summary(study, self.source.trials(name)))
+        return {
+            "storage": masked(self.source.url) if self.source else None,
+            "study_file": self.study_file,
+            "studies": summaries,
+        }
+
+    def _study(self, name: str | None):
+        if not name:
+            raise ApiError(400, "query parameter 'name' is required")
+        study = self.source.study(name) if self.source else None
+        if study is None:
+            raise ApiError(404, f"no study named {name!r} in this storage")
+        return study
+
+    def study(self, query: dict[str, str]) -> dict[str, Any]:
+        study = self._study(query.get("name"))
+        trials = self.source.trials(study.study_name)
+        first = int_arg(query, "from", 0)
+        refresh = {int(n) for n in query.get("refresh", "").split(",") if n.strip().isdigit()}
+        chosen = [trial for trial in trials if trial.number >= first or trial.number in refresh]
+        summary = study_summary(study, trials)
+        best_numbers = summary["best"]["numbers"]
+        # One best trial is what `hpo export` picks by default; on a Pareto front each needs --trial.
+        name_trial = len(best_numbers) > 1
+        return {
+            "summary": summary,
+            "params": param_specs(trials),
+            "from": first,
+            "trials": [trial_to_json(trial) for trial in chosen],
+            "export": {str(number): self.export_command(number, name_trial) for number in best_numbers},
+        }
+
+    def export_command(self, number: int, name_trial: bool) -> str:
+        """The `hpo export` command line that ships trial `number`."""
+        study_file = shlex.quote(self.study_file) if self.study_file else "<study.yaml>"
+        storage = (
+            "" if self.study_file or not self.source else f" --storage {shlex.quote(masked(self.source.url))}"
+        )
+        trial = f" --trial {number}" if name_trial else ""
+        return f"hpo export {study_file}{storage}{trial} --out export-trial-{number}"
+
+    def param_importance(self, query: dict[str, str]) -> dict[str, Any]:
+        study = self._study(query.get("study"))
+        objective = int_arg(query, "objective", 0)
+        if not 0 <= objective < len(study.directions):
+            raise ApiError(400, f"objective {objective} out of range: the study has {len(study.directions)}")
+        trials = self.source.trials(study.study_name)
+        n_complete = sum(trial.state == TrialState.COMPLETE for trial in trials)
+        result = self.importance.get(
+            (study.study_name, objective), n_complete, lambda: compute_importance(study, trials, objective)
+        )
+        return {"study": study.study_name, "objective": objective, **result}
+
+    def runs(self, query: dict[str, str]) -> dict[str, Any]:
+        kind = query.get("kind") or None
+        return {"runs": self.store.runs(kind)}
+
+    def run(self, query: dict[str, str]) -> dict[str, Any]:
+        """A trial or a single run: its Optuna trial (if any) and everything the experiment store holds for it."""
+        run_id = query.get("id")
+        if not run_id:
+            raise ApiError(400, "query parameter 'id' is required")
+        trial_json, study_info = None, None
+        trial_ref = split_trial_run_id(run_id)
+        if trial_ref is not None and self.source is not None:
+            study = self.source.study(trial_ref[0])
+            trials = self.source.trials(trial_ref[0]) if study is not None else []
+            match = [trial for trial in trials if trial.number == trial_ref[1]]
+            if match:
+                trial_json = trial_to_json(match[0], full=True)
+                summary = study_summary(study, trials)
+                study_info = {key: summary[key] for key in ("name", "directions", "objectives", "best")}
+                study_info["export"] = self.export_command(trial_ref[1], name_trial=True)
+        row = self.store.run(run_id)
+        if row is None and trial_json is None:
+            raise ApiError(404, f"no run or trial with id {run_id!r}")
+        return {
+            "id": run_id,
+            "run": row,
+            "trial": trial_json,
+            "study": study_info,
+            "metrics": self.store.metrics(run_id),
+            "events": self.store.events(run_id),
+            "artifacts": self.store.artifacts(run_id),
+        }

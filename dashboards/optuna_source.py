@@ -1,0 +1,93 @@
+"""Read Optuna studies from a storage URL, read-only, through Optuna's public API.
+
+SQLite is opened with a read-only URI (`mode=ro`) so the dashboard can never write to a study it is watching; PostgreSQL
+sessions are opened with `default_transaction_read_only`. Each study is loaded once with `optuna.load_study`, whose storage
+caches finished trials: later reads fetch only new and unfinished trials, which keeps polling a 10,000-trial study cheap.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import optuna
+from sqlalchemy.engine import make_url
+
+from hpo.errors import ConfigError, HpoError
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a `sqlite:///...` URL, or None for other backends."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite"):
+        return None
+    if not parsed.database or parsed.database == ":memory:":
+        raise ConfigError(
+            f"storage {url!r}: an in-memory SQLite database cannot be watched; give a file path"
+        )
+    return Path(parsed.database)
+
+
+def read_only_rdb_storage(url: str) -> optuna.storages.RDBStorage:
+    """An RDBStorage that cannot write: a clear error when the database does not exist yet."""
+    try:
+        database = sqlite_path(url)
+    except ConfigError:
+        raise
+    except Exception as error:
+        raise ConfigError(
+            f"storage {url!r} is not a database URL ({error}); e.g. sqlite:///runs/my-study/study.db"
+        ) from None
+    if database is not None:
+        if not database.is_file():
+            raise HpoError(
+                f"no study database at {database} (storage {url!r}); run `hpo run <study.yaml>` first, "
+                "or pass --storage with the URL the study uses"
+            )
+        ro_url = f"sqlite:///file:{database.resolve()}?mode=ro&uri=true"
+        engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}}
+    else:
+        ro_url = url
+        engine_kwargs = {"connect_args": {"options": "-c default_transaction_read_only=on"}}
+    try:
+        return optuna.storages.RDBStorage(ro_url, engine_kwargs=engine_kwargs, skip_table_creation=True)
+    except Exception as error:
+        raise HpoError(f"cannot open the study storage {url!r}: {error}") from None
+
+
+class OptunaSource:
+    """All studies of one storage. Thread-safe: the HTTP server reads from several threads."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.storage = read_only_rdb_storage(url)
+        self._studies: dict[str, optuna.Study] = {}
+        self._lock = threading.Lock()
+
+    def study_names(self) -> list[str]:
+        return [summary.study_name for summary in self._summaries()]
+
+    def _summaries(self) -> list[optuna.study.StudySummary]:
+        return optuna.get_all_study_summaries(self.storage, include_best_trial=False)
+
+    def study(self, name: str) -> optuna.Study | None:
+        """The loaded study, or None when the storage holds no study of that name."""
+        with self._lock:
+            study = self._studies.get(name)
+            if study is None:
+                try:
+                    study = optuna.load_study(study_name=name, storage=self.storage)
+                except KeyError:
+                    return None
+                self._studies[name] = study
+            return study
+
+    def trials(self, name: str) -> list[optuna.trial.FrozenTrial]:
+        """Every trial of the study (not copied: treat as read-only). Incremental after the first call."""
+        study = self.study(name)
+        if study is None:
+            return []
+        return study.get_trials(deepcopy=False)

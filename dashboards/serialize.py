@@ -1,0 +1,145 @@
+"""Turn Optuna trials and studies into plain JSON-ready dicts for the pages.
+
+Non-finite floats become None (JSON has no NaN), datetimes become unix seconds, and anything else that JSON cannot hold
+becomes its `repr`, so a strange user attribute can never break a page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+# Long strings the table never shows; the trial page fetches the full trial.
+HEAVY_USER_ATTRS = ("traceback",)
+
+
+def plain(value: Any) -> Any:
+    """A JSON-safe copy of `value`."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return repr(value)
+
+
+def timestamp(moment: datetime | None) -> float | None:
+    return moment.timestamp() if moment is not None else None
+
+
+def trial_to_json(trial: FrozenTrial, *, full: bool = False) -> dict[str, Any]:
+    """One trial. `full=False` leaves out heavy user attributes (tracebacks) for the study table."""
+    user_attrs = (
+        trial.user_attrs if full else {k: v for k, v in trial.user_attrs.items() if k not in HEAVY_USER_ATTRS}
+    )
+    start, end = timestamp(trial.datetime_start), timestamp(trial.datetime_complete)
+    return {
+        "number": trial.number,
+        "state": trial.state.name,
+        "values": plain(trial.values),
+        "params": plain(trial.params),
+        "intermediate": [[step, plain(value)] for step, value in sorted(trial.intermediate_values.items())],
+        "start": start,
+        "end": end,
+        "duration": (end - start) if start is not None and end is not None else None,
+        "user_attrs": plain(user_attrs),
+    }
+
+
+def distribution_to_json(name: str, distribution: optuna.distributions.BaseDistribution) -> dict[str, Any]:
+    """How a parameter is drawn, so plots pick the right axis (log, categorical)."""
+    if isinstance(distribution, CategoricalDistribution):
+        return {"name": name, "type": "categorical", "choices": plain(list(distribution.choices))}
+    if isinstance(distribution, (FloatDistribution, IntDistribution)):
+        kind = "int" if isinstance(distribution, IntDistribution) else "float"
+        return {
+            "name": name,
+            "type": kind,
+            "low": distribution.low,
+            "high": distribution.high,
+            "log": distribution.log,
+        }
+    return {"name": name, "type": "unknown"}
+
+
+def param_specs(trials: list[FrozenTrial]) -> list[dict[str, Any]]:
+    """Each parameter seen in the study, with its distribution (the latest trial's, if they differ) and coverage."""
+    distributions: dict[str, Any] = {}
+    seen: Counter[str] = Counter()
+    for trial in trials:
+        for name, distribution in trial.distributions.items():
+            distributions[name] = distribution
+            seen[name] += 1
+    return [
+        {**distribution_to_json(name, distributions[name]), "trials": seen[name]}
+        for name in sorted(distributions)
+    ]
+
+
+def state_counts(trials: list[FrozenTrial]) -> dict[str, int]:
+    counts = Counter(trial.state.name for trial in trials)
+    return {state.name: counts.get(state.name, 0) for state in TrialState}
+
+
+def running_trials(trials: list[FrozenTrial]) -> list[dict[str, Any]]:
+    return [
+        {
+            "number": trial.number,
+            "start": timestamp(trial.datetime_start),
+            "slot": plain(trial.user_attrs.get("slot")),
+            "devices": plain(trial.user_attrs.get("devices")),
+            "host": plain(trial.user_attrs.get("host")),
+        }
+        for trial in trials
+        if trial.state == TrialState.RUNNING
+    ]
+
+
+def best_of(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, Any]:
+    """Single objective: the best trial. Several objectives: the trials on the Pareto front."""
+    if not any(trial.state == TrialState.COMPLETE for trial in trials):
+        return {"numbers": [], "values": None}
+    if len(study.directions) == 1:
+        complete = [trial for trial in trials if trial.state == TrialState.COMPLETE]
+        pick = min if study.direction == optuna.study.StudyDirection.MINIMIZE else max
+        best = pick(complete, key=lambda trial: trial.value)
+        return {"numbers": [best.number], "values": plain(best.values)}
+    front = sorted(study.best_trials, key=lambda trial: trial.number)
+    return {"numbers": [trial.number for trial in front], "values": None}
+
+
+def objective_names(study: optuna.Study) -> list[str]:
+    names = study.metric_names
+    if names:
+        return list(names)
+    if len(study.directions) == 1:
+        return ["objective"]
+    return [f"objective {index}" for index in range(len(study.directions))]
+
+
+def study_summary(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, Any]:
+    """What the overview shows for one study."""
+    starts = [trial.datetime_start for trial in trials if trial.datetime_start is not None]
+    ends = [trial.datetime_complete for trial in trials if trial.datetime_complete is not None]
+    return {
+        "name": study.study_name,
+        "directions": [direction.name.lower() for direction in study.directions],
+        "objectives": objective_names(study),
+        "n_trials": len(trials),
+        "states": state_counts(trials),
+        "best": best_of(study, trials),
+        "running": running_trials(trials),
+        "first_start": timestamp(min(starts)) if starts else None,
+        "last_activity": timestamp(max(starts + ends)) if starts or ends else None,
+    }
