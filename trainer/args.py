@@ -125,6 +125,7 @@ class TrainingArguments:
         _normalise(self)
         _check_values(self)
         _check_best_model(self)
+        _check_parallelism(self)
 
     # ---- derived values --------------------------------------------------------------------------------------
     @property
@@ -360,3 +361,41 @@ def _check_best_model(args: TrainingArguments) -> None:
                 f"'load_best_model_at_end' needs save_steps ({args.save_steps}) to be a multiple of eval_steps "
                 f"({eval_steps}), so that every saved checkpoint has been evaluated"
             )
+
+
+# ---- parallelism (owner: strategies; see trainer/strategies/) ----------------------------------------------------
+def _check_parallelism(args: TrainingArguments) -> None:
+    """Refuse settings that contradict the chosen strategy, and check DeepSpeed/FSDP configs before any rank starts."""
+    if args.deepspeed is not None and args.strategy not in ("auto", "deepspeed"):
+        raise TrainerConfigError(
+            f"'deepspeed' is set but strategy is '{args.strategy}'; set strategy to 'deepspeed' (or 'auto'), or remove "
+            "'deepspeed'"
+        )
+    if args.fsdp_config is not None and args.strategy not in ("auto", "fsdp"):
+        raise TrainerConfigError(
+            f"'fsdp_config' is set but strategy is '{args.strategy}'; set strategy to 'fsdp' (or 'auto'), or remove "
+            "'fsdp_config'"
+        )
+    if args.deepspeed is not None and args.fsdp_config is not None:
+        raise TrainerConfigError("'deepspeed' and 'fsdp_config' are both set; choose one sharding strategy")
+    ddp_only = [n for n in ("ddp_find_unused_parameters", "ddp_bucket_cap_mb") if getattr(args, n) is not None]
+    if ddp_only and args.strategy in ("single", "fsdp", "deepspeed"):
+        raise TrainerConfigError(f"{ddp_only} apply to strategy 'ddp' only; remove them or set strategy to 'ddp'")
+    if args.ddp_bucket_cap_mb is not None and args.ddp_bucket_cap_mb <= 0:
+        raise TrainerConfigError(f"training argument 'ddp_bucket_cap_mb' must be > 0, got {args.ddp_bucket_cap_mb}")
+    if args.fsdp_config is not None:
+        from trainer.strategies.fsdp_options import validate_fsdp_config
+
+        _as_config_error(validate_fsdp_config, args.fsdp_config)
+    if args.deepspeed is not None:
+        from trainer.strategies.deepspeed_config import fill_deepspeed_config
+
+        # No world size yet: train_batch_size (micro x accumulation x ranks) is checked when the ranks start.
+        _as_config_error(fill_deepspeed_config, args.deepspeed, args, None)
+
+
+def _as_config_error(check: Any, *values: Any) -> None:
+    try:
+        check(*values)
+    except ValueError as error:
+        raise TrainerConfigError(str(error)) from error

@@ -101,7 +101,9 @@ def reduce_mean(value: torch.Tensor) -> torch.Tensor:
     """The mean of a tensor over all ranks (a copy; the input is left alone)."""
     if world_size() == 1:
         return value
-    reduced = value.detach().clone().float()
+    reduced = value.detach().clone()
+    if reduced.dtype in (torch.bfloat16, torch.float16):
+        reduced = reduced.float()  # gloo cannot sum half types
     dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
     return (reduced / world_size()).to(value.dtype)
 

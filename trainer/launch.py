@@ -124,3 +124,30 @@ def _failure_message(failure: object) -> str:
         if text:
             return str(text)
     return str(message or "(no error message was recorded; see the rank's output above)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m trainer.launch --nproc 2 script.py [args...]`: torchrun's job, with our failure report."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m trainer.launch", description=main.__doc__)
+    parser.add_argument("--nproc", type=int, default=1)
+    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--node-rank", type=int, default=0)
+    parser.add_argument("--master-addr", default="127.0.0.1")
+    parser.add_argument("--master-port", type=int, default=None)
+    parser.add_argument("script")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER)
+    options = parser.parse_args(argv)
+    return launch_ranks(
+        [options.script, *options.script_args],
+        options.nproc,
+        nnodes=options.nnodes,
+        node_rank=options.node_rank,
+        master_addr=options.master_addr,
+        master_port=options.master_port,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

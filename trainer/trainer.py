@@ -224,6 +224,8 @@ class Trainer:
         self.fire(Event.ON_PRE_OPTIMIZER_STEP)
         self._grad_norm = strategy.clip_grad_norm(model, optimizer, self.args.max_grad_norm)
         stepped = strategy.optimizer_step(model, optimizer)  # False when an fp16 step overflowed
+        if self._grad_norm is None:
+            self._grad_norm = strategy.grad_norm_after_step()  # DeepSpeed clips, and measures, inside its step
         self.fire(Event.ON_OPTIMIZER_STEP)
         if stepped and self._scheduler_per_step:
             self.lr_scheduler.step()
@@ -275,6 +277,7 @@ class Trainer:
 
     def _log_training(self) -> None:
         mean_loss, steps = self._loss_meter.pop_mean()
+        mean_loss = self.strategy.mean_over_ranks(mean_loss)  # the logged loss is the mean over all ranks
         self._loss_sum += mean_loss * steps if steps else 0.0
         self._loss_steps += steps
         logs: dict[str, float] = {"loss": mean_loss}
@@ -448,6 +451,7 @@ class Trainer:
         state = self.state
         if self._loss_meter is not None:
             mean, steps = self._loss_meter.pop_mean()
+            mean = self.strategy.mean_over_ranks(mean)
             if steps:
                 self._loss_sum += mean * steps
                 self._loss_steps += steps

@@ -160,3 +160,15 @@ class Strategy(ABC):
         from safetensors.torch import load_model
 
         load_model(self.unwrap(model), str(Path(directory) / "model.safetensors"), strict=True, device=str(self.device))
+
+    # ---- added by strategies: defaults that a strategy may override ---------------------------------------------
+    def grad_norm_after_step(self) -> torch.Tensor | None:
+        """The gradient norm measured inside `optimizer_step`, for strategies that clip there (DeepSpeed) and so
+        return None from `clip_grad_norm`. None otherwise."""
+        return None
+
+    def mean_over_ranks(self, value: float) -> float:
+        """A Python number averaged over all ranks (a collective: every rank calls it). One rank: the value itself."""
+        if self.world_size == 1:
+            return value
+        return float(self.reduce_mean(torch.tensor(float(value), dtype=torch.float64, device=self.device)))

@@ -54,20 +54,19 @@ def zero_stage(config: dict[str, Any]) -> int:
 
 
 def fill_deepspeed_config(
-    source: str | Path | dict | None, args: Any, world_size: int, total_steps: int | None = None
+    source: str | Path | dict | None, args: Any, world_size: int | None, total_steps: int | None = None
 ) -> dict[str, Any]:
-    """The config DeepSpeed gets: every "auto" replaced, every explicit value checked against `args`."""
+    """The config DeepSpeed gets: every "auto" replaced, every explicit value checked against `args`.
+
+    `world_size=None` (checking arguments before any rank exists) leaves `train_batch_size` unchecked."""
     config = read_deepspeed_config(source)
     micro = args.per_device_train_batch_size
     accumulation = args.gradient_accumulation_steps
     _set(config, "train_micro_batch_size_per_gpu", micro, "per_device_train_batch_size")
     _set(config, "gradient_accumulation_steps", accumulation, "gradient_accumulation_steps")
-    _set(
-        config,
-        "train_batch_size",
-        micro * accumulation * world_size,
-        "per_device_train_batch_size x accumulation x ranks",
-    )
+    if world_size is not None:
+        total = micro * accumulation * world_size
+        _set(config, "train_batch_size", total, "per_device_train_batch_size x accumulation x ranks")
     _set(config, "gradient_clipping", float(args.max_grad_norm or 0.0), "max_grad_norm")
     _fill_precision(config, args)
     _fill_optimizer(config, args)
