@@ -72,6 +72,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     table.add_column(f"best (step {best.get('step', '-')})", justify="right")
     best_metrics = best.get("metrics") or {}
     for name in sorted(set(summary["final"]) | set(best_metrics)):
+        if name.endswith(("_runtime", "_per_second")):  # speed, not quality: in metrics.json
+            continue
         table.add_row(name, _number(summary["final"].get(name)), _number(best_metrics.get(name)))
     table.add_row("train_loss", _number(summary.get("training_loss")), "")
     console = Console()

@@ -6,7 +6,9 @@ Named by run and study files as `studies.tasks.digits:model_init`, `:data` and `
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -83,15 +85,39 @@ def model_init(params: dict[str, Any] | None = None) -> DigitsMLP:
 
 def data(params: dict[str, Any] | None = None) -> tuple[DigitsDataset, DigitsDataset]:
     """(train, eval): a stratified 80/20 split, pixels scaled from 0..16 to 0..1."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    pixels = digits.data.astype(np.float32) / 16.0
-    x_train, x_eval, y_train, y_eval = train_test_split(
-        pixels, digits.target, test_size=EVAL_FRACTION, random_state=SPLIT_SEED, stratify=digits.target
+    pixels, labels = load_digits_arrays()
+    eval_index = stratified_eval_index(labels, EVAL_FRACTION, SPLIT_SEED)
+    train_mask = np.ones(len(labels), dtype=bool)
+    train_mask[eval_index] = False
+    return DigitsDataset(pixels[train_mask], labels[train_mask]), DigitsDataset(
+        pixels[eval_index], labels[eval_index]
     )
-    return DigitsDataset(x_train, y_train), DigitsDataset(x_eval, y_eval)
+
+
+def load_digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's bundled digits.csv.gz, read directly: importing sklearn (and scipy) costs about a second, which
+    every trial process would pay; fall back to sklearn.datasets.load_digits if the file moves."""
+    spec = importlib.util.find_spec("sklearn")
+    path = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz" if spec and spec.origin else None
+    if path is not None and path.is_file():
+        table = np.loadtxt(path, delimiter=",", dtype=np.float32)
+        pixels, labels = table[:, :-1], table[:, -1].astype(np.int64)
+    else:
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        pixels, labels = digits.data.astype(np.float32), digits.target.astype(np.int64)
+    return pixels / 16.0, labels
+
+
+def stratified_eval_index(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Indexes of a fixed eval split holding `fraction` of each class."""
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for label in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == label))
+        chosen.append(members[: round(len(members) * fraction)])
+    return np.sort(np.concatenate(chosen))
 
 
 def compute_metrics(prediction: Any) -> dict[str, float]:
