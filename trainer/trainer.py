@@ -161,11 +161,11 @@ class Trainer:
         self.control._new_training()
         self.fire(Event.ON_TRAIN_BEGIN)
         first_epoch, steps_to_skip = self._resume(checkpoint, plan) if checkpoint else (0, 0)
+        self._start_meters()
         if args.eval_on_start and checkpoint is None:
             self._evaluate()
         if checkpoint is not None:
             ckpt.load_rng_state(checkpoint, self.strategy.rank)  # last: nothing else may draw before step one
-        self._start_meters()
         for epoch in range(first_epoch, plan.num_epochs):
             skip = steps_to_skip * args.gradient_accumulation_steps if epoch == first_epoch else 0
             self._train_epoch(loader, plan, epoch, skip)
