@@ -114,20 +114,22 @@ HPO.showError = function showError(error) {
   HPO.setStatus("error: " + (error && error.message ? error.message : String(error)), true);
 };
 
-// Poll `refresh` every `ms` while the tab is visible; a live page updates in place, without reload.
+// Poll `refresh` every `ms` while the tab is visible; a live page updates in place, without reload. `refresh` may
+// return a longer delay for the next poll (a big study that took long to redraw).
 HPO.poll = function poll(refresh, ms) {
   if (HPO.report) return;
   const interval = Number(HPO.params().poll_ms || ms || 2000);
   const tick = async () => {
+    let delay = interval;
     if (!document.hidden) {
       try {
-        await refresh();
+        delay = Math.max(interval, Number(await refresh()) || 0);
         HPO.setStatus("live · updated " + new Date().toLocaleTimeString());
       } catch (error) {
         HPO.showError(error);
       }
     }
-    setTimeout(tick, interval);
+    setTimeout(tick, delay);
   };
   setTimeout(tick, interval);
 };

@@ -35,9 +35,20 @@ class StudyView {
     this.merge(await HPO.api("/api/study", { name: this.name }));
     this.build();
     this.renderSummary();
-    await this.renderPlots();
+    // First what the first screen shows; the plots below it are drawn right after, one per task, so the page is
+    // readable (and scrollable) while 10,000-trial plots are still being drawn.
+    const jobs = this.plotJobs();
+    await Promise.all([jobs.history(), jobs.intermediate()]);
     this.table.setRows(this.sortedTrials);
+    await afterPaint();
     HPO.markPainted();
+    for (const key of ["parallel", "importance", "slices", "timeline", "pareto"]) {
+      await nextTask();
+      await jobs[key]();
+    }
+    await afterPaint();
+    window.hpoAllPlotsMs = performance.now();
+    document.body.dataset.allPlots = "1";
     this.loadImportance();
   }
 
@@ -47,11 +58,13 @@ class StudyView {
     const { changed, paramsChanged } = this.merge(await HPO.api("/api/study", { name: this.name, from: next, refresh: unfinished.join(",") || undefined }));
     this.renderSummary();
     if (paramsChanged) this.table.setColumns(this.columns());
-    if (changed) {
-      this.table.setRows(this.sortedTrials);
-      await this.renderPlots();
-      this.loadImportance();
-    }
+    if (!changed) return undefined;
+    const started = performance.now();
+    this.table.setRows(this.sortedTrials);
+    await this.renderPlots();
+    this.loadImportance();
+    // A big study takes a while to redraw: poll less often than that costs, so the page stays responsive.
+    return 3 * (performance.now() - started);
   }
 
   build() {
@@ -162,18 +175,22 @@ class StudyView {
     return HPO.plots.pareto(this.plotDivs.pareto, this.study, this.paretoAxes[0], this.paretoAxes[1], this.data.summary.best.numbers);
   }
 
-  renderPlots() {
+  plotJobs() {
     const study = this.study;
     const p = this.plotDivs;
-    return Promise.all([
-      HPO.plots.history(p.history, study, this.objective),
-      HPO.plots.intermediate(p.intermediate, study),
-      HPO.plots.parallel(p.parallel, study, this.objective),
-      this.importance ? HPO.plots.importance(p.importance, this.importance) : HPO.plots.empty(p.importance, "computing…"),
-      HPO.plots.slices(p.slices, study, this.objective),
-      HPO.plots.timeline(p.timeline, study),
-      this.renderPareto(),
-    ]);
+    return {
+      history: () => HPO.plots.history(p.history, study, this.objective),
+      intermediate: () => HPO.plots.intermediate(p.intermediate, study),
+      parallel: () => HPO.plots.parallel(p.parallel, study, this.objective),
+      importance: () => (this.importance ? HPO.plots.importance(p.importance, this.importance) : HPO.plots.empty(p.importance, "computing…")),
+      slices: () => HPO.plots.slices(p.slices, study, this.objective),
+      timeline: () => HPO.plots.timeline(p.timeline, study),
+      pareto: () => this.renderPareto(),
+    };
+  }
+
+  renderPlots() {
+    return Promise.all(Object.values(this.plotJobs()).map((job) => job()));
   }
 
   async loadImportance() {
@@ -189,6 +206,15 @@ class StudyView {
     await HPO.plots.importance(this.plotDivs.importance, result);
     document.body.dataset.importance = "ready";
   }
+}
+
+function nextTask() {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+// Resolves after the browser has painted the current DOM (the frame after the next animation frame).
+function afterPaint() {
+  return new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(() => resolve())));
 }
 
 function lastStep(trial) {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +46,8 @@ def dashboard(
 
     sources = locate(spec_file, storage, store, overrides)
     source = OptunaSource(sources.storage) if sources.storage else None
+    if source is not None:
+        threading.Thread(target=source.warm_up, name="hpo-dashboard-warm-up", daemon=True).start()
     api = DashboardApi(source, StoreReader(sources.store), study_file=sources.study_file)
     try:
         server = start_server(api, host, port)

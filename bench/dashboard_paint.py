@@ -1,0 +1,172 @@
+"""How fast the dashboard's study page paints for a big study, in a real headless Chromium.
+
+    python bench/dashboard_paint.py                      # 10,000 trials against a 100-trial baseline
+    python bench/dashboard_paint.py --trials 2000 --repeat 2
+
+Builds SQLite studies of N trials (real Optuna trials: 4 parameters, 10 intermediate values, complete/pruned/failed,
+8 slots; cached under the temp folder because writing 10,000 trials through Optuna takes about a minute), serves them
+with the dashboard server, and loads `/study?name=...` in Debian's Chromium through playwright. It reports, per study:
+- first view: ms from navigation start until the first screen (summary, best trial, history, intermediate values, the
+  trial table's data) is drawn (`window.hpoPaintedMs`, set by the page), with a cold browser cache;
+- the same with a warm cache (a reload, as a user with the dashboard open sees it);
+- all plots: ms until every plot of the page (parallel coordinates, slices, timeline, importance too) is drawn.
+and prints each big-study figure as a ratio against the baseline study measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+CACHE = Path(tempfile.gettempdir()) / "hpo-bench-dashboard-v1"
+DISTRIBUTIONS = {
+    "learning_rate": FloatDistribution(1e-5, 1e-1, log=True),
+    "num_layers": IntDistribution(1, 4),
+    "optimizer": CategoricalDistribution(["adamw", "sgd", "lion"]),
+    "dropout": FloatDistribution(0.0, 0.5),
+}
+
+
+def synthetic_trial(number: int, rng: random.Random, t0: datetime) -> FrozenTrial:
+    params = {
+        "learning_rate": 10 ** rng.uniform(-5, -1),
+        "num_layers": rng.randint(1, 4),
+        "optimizer": rng.choice(["adamw", "sgd", "lion"]),
+        "dropout": rng.uniform(0.0, 0.5),
+    }
+    state = rng.choices([TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL], weights=[6, 3, 1])[0]
+    steps = 10 if state == TrialState.COMPLETE else rng.randint(1, 9)
+    quality = abs(params["learning_rate"] - 3e-3) * 50 + params["dropout"] / 2
+    curve = {step * 100: quality + 1.0 / (step + 1) + rng.gauss(0, 0.01) for step in range(steps)}
+    start = t0 + timedelta(seconds=number * 6)
+    return FrozenTrial(
+        number=number,
+        trial_id=number,
+        state=state,
+        value=min(curve.values()) if state == TrialState.COMPLETE else None,
+        datetime_start=start,
+        datetime_complete=start + timedelta(seconds=steps * 4 + rng.random() * 8),
+        params=params,
+        distributions=DISTRIBUTIONS,
+        user_attrs={"slot": number % 8, "host": "bench"},
+        system_attrs={},
+        intermediate_values=curve,
+    )
+
+
+def study_database(n_trials: int) -> str:
+    """A SQLite storage URL holding a study `bench-<n>` of n trials (built once, then reused)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / f"bench-{n_trials}.db"
+    url = f"sqlite:///{path}"
+    if path.exists():
+        return url
+    partial = CACHE / f"bench-{n_trials}.partial.db"
+    partial.unlink(missing_ok=True)
+    started = time.perf_counter()
+    rng, t0 = random.Random(n_trials), datetime(2026, 1, 1)
+    study = optuna.create_study(study_name=f"bench-{n_trials}", storage=f"sqlite:///{partial}")
+    study.add_trials([synthetic_trial(number, rng, t0) for number in range(n_trials)])
+    partial.rename(path)
+    print(f"built a {n_trials}-trial study in {time.perf_counter() - started:.0f} s ({path})")
+    return url
+
+
+def measure(page, url: str, timeout_ms: int = 120_000) -> dict[str, float]:
+    page.goto(url)
+    page.wait_for_selector("body[data-painted]", timeout=timeout_ms)
+    page.wait_for_selector("body[data-all-plots]", timeout=timeout_ms)
+    return {
+        "first_view": page.evaluate("window.hpoPaintedMs"),
+        "all_plots": page.evaluate("window.hpoAllPlotsMs"),
+    }
+
+
+def bench_study(browser, server_url: str, name: str, repeat: int) -> dict[str, float]:
+    url = f"{server_url}/study?name={name}"
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    cold = measure(page, url)
+    warm = [measure(page, url) for _ in range(repeat)]
+    context.close()
+    return {
+        "cold_first_view": cold["first_view"],
+        "warm_first_view": statistics.median(run["first_view"] for run in warm),
+        "warm_all_plots": statistics.median(run["all_plots"] for run in warm),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trials", type=int, default=10_000)
+    parser.add_argument("--baseline-trials", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3, help="warm loads per study (median reported)")
+    args = parser.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    from dashboards.api import DashboardApi
+    from dashboards.optuna_source import OptunaSource
+    from dashboards.server import start_server
+    from dashboards.store_reader import StoreReader
+
+    results = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for n in (args.baseline_trials, args.trials):
+            source = OptunaSource(study_database(n))
+            started = time.perf_counter()
+            source.trials(f"bench-{n}")  # what `hpo dashboard` does at start-up: load the study once
+            load_s = time.perf_counter() - started
+            server = start_server(DashboardApi(source, StoreReader(None)), port=0)
+            try:
+                results[n] = {
+                    **bench_study(browser, server.url, f"bench-{n}", args.repeat),
+                    "server_load_s": load_s,
+                }
+            finally:
+                server.shutdown()
+        browser.close()
+
+    base, big = results[args.baseline_trials], results[args.trials]
+    print(f"\nstudy page paint, headless Chromium ({CHROMIUM}), ms from navigation start")
+    print(f"{'':28}{args.baseline_trials:>10} trials{args.trials:>10} trials{'ratio':>10}")
+    for key, label in [
+        ("cold_first_view", "first view, cold cache"),
+        ("warm_first_view", "first view, warm cache"),
+        ("warm_all_plots", "all plots, warm cache"),
+    ]:
+        print(f"{label:28}{base[key]:>17.0f}{big[key]:>17.0f}{big[key] / base[key]:>10.2f}")
+    print(f"{'server: first study load (s)':28}{base['server_load_s']:>17.2f}{big['server_load_s']:>17.2f}")
+    verdict = "within" if big["cold_first_view"] <= 2000 else "OVER"
+    print(
+        f"\n{args.trials} trials: first view {big['cold_first_view'] / 1000:.2f} s cold ({verdict} the 2 s target), "
+        f"{big['warm_first_view'] / 1000:.2f} s warm; {big['cold_first_view'] / base['cold_first_view']:.2f}x "
+        f"the {args.baseline_trials}-trial baseline"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Fixtures of the dashboard tests: a real study database and experiment store, and a running dashboard server."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from dashboard_fixtures import build_everything
+
+from dashboards.api import DashboardApi
+from dashboards.optuna_source import OptunaSource
+from dashboards.server import start_server
+from dashboards.store_reader import StoreReader
+
+STUDY_FILE = "studies/demo.yaml"
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory) -> dict:
+    """Two real studies (study.db) and an experiment store (experiments.db), built once per session."""
+    return build_everything(tmp_path_factory.mktemp("dashboard-demo"))
+
+
+@pytest.fixture(scope="session")
+def server(demo):
+    api = DashboardApi(OptunaSource(demo["storage"]), StoreReader(demo["store"]), study_file=STUDY_FILE)
+    running = start_server(api, "127.0.0.1", 0)
+    yield running
+    running.shutdown()
+    running.server_close()
+
+
+class Client:
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def get(self, path: str) -> tuple[int, dict]:
+        try:
+            with urllib.request.urlopen(self.base + path, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    def json(self, path: str) -> dict:
+        status, body = self.get(path)
+        assert status == 200, (path, status, body)
+        return body
+
+
+@pytest.fixture(scope="session")
+def client(server) -> Client:
+    return Client(server.url)
+
+
+@pytest.fixture
+def artifacts_dir() -> Path:
+    folder = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboards"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
