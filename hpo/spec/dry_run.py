@@ -69,7 +69,7 @@ def dry_run(spec: RunSpec | StudySpec) -> dict[str, float]:
 
 
 def _evaluate(task: Any, args: Any, model_params: dict[str, Any]) -> dict[str, float]:
-    from trainer import Trainer
+    from trainer import PrinterCallback, ProgressCallback, Trainer
 
     try:
         train_dataset, eval_dataset = task.data(model_params)
@@ -85,6 +85,8 @@ def _evaluate(task: Any, args: Any, model_params: dict[str, Any]) -> dict[str, f
         data_collator=task.collator,
         compute_metrics=task.compute_metrics,
     )
+    for quiet in (PrinterCallback, ProgressCallback):  # a check, not a run: no progress output
+        trainer.pop_callback(quiet)
     return trainer.evaluate()
 
 

@@ -95,6 +95,7 @@ def model_init(params: dict[str, Any] | None = None) -> Any:
 
     model_params, _ = _split(params)
     transformers.logging.set_verbosity_error()  # the new head's "newly initialized" notice is expected
+    transformers.logging.disable_progress_bar()  # no "Loading weights" bar in every trial's log
     model = AutoModelForSequenceClassification.from_pretrained(
         model_dir(),
         local_files_only=True,  # never the hub: the weights are in the package

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-import sklearn.datasets  # noqa: F401 - sets KMP_* variables at import; import before the env-leak fixture
 import yaml
 
 from hpo.errors import ConfigError

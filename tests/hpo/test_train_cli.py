@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import sklearn.datasets  # noqa: F401 - sets KMP_* variables at import; import before the env-leak fixture
 import yaml
 
 from hpo.cli import main
