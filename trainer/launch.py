@@ -123,7 +123,17 @@ def _failure_message(failure: object) -> str:
         text = extra.get("py_callstack") or message.get("message")
         if text:
             return str(text)
-    return str(message or "(no error message was recorded; see the rank's output above)")
+    if message and "To enable traceback" not in str(message):
+        return str(message)
+    # The rank's entry point was not wrapped in `record` (or it was killed by a signal): only its output tells.
+    return "(no error was recorded for this rank; its traceback, if any, is in the output above)"
+
+
+def record(entry: Callable) -> Callable:
+    """Wrap a rank's entry point so its exception reaches the launcher's failure report (torch elastic's `record`)."""
+    from torch.distributed.elastic.multiprocessing.errors import record as elastic_record
+
+    return elastic_record(entry)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

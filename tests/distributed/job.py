@@ -19,6 +19,7 @@ import torch
 from torch.utils.data import Dataset
 
 from trainer import Trainer, TrainerCallback, TrainingArguments
+from trainer.launch import record
 
 FEATURES, CLASSES = 16, 4
 
@@ -45,7 +46,10 @@ class MLP(torch.nn.Module):
     def __init__(self, hidden: int = 32) -> None:
         super().__init__()
         self.body = torch.nn.Sequential(
-            torch.nn.Linear(FEATURES, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden), torch.nn.Tanh()
+            torch.nn.Linear(FEATURES, hidden),
+            torch.nn.Tanh(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.Tanh(),
         )
         self.head = torch.nn.Linear(hidden, CLASSES)
 
@@ -140,6 +144,7 @@ def training_arguments(options: argparse.Namespace) -> TrainingArguments:
     )
 
 
+@record
 def main(argv: list[str] | None = None) -> None:
     options = parse(argv)
     callbacks = []
@@ -158,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         result = run(trainer, options)
         if trainer.strategy.is_global_zero:
+            Path(options.out).mkdir(parents=True, exist_ok=True)
             Path(options.out, "result.json").write_text(json.dumps(result, indent=1))
     finally:
         trainer.strategy.teardown()
