@@ -1,0 +1,62 @@
+"""A transformers model trains unchanged (its loss comes from the output's `.loss`) and saves in its own layout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from trainer_tasks import quiet_args
+
+from trainer import Trainer
+
+transformers = pytest.importorskip("transformers")
+
+
+class Parity(torch.utils.data.Dataset):
+    """Label 1 when token 5 appears in the sequence."""
+
+    def __init__(self, n: int = 48) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(6, 30, (n, 8), generator=generator)
+        self.labels = torch.arange(n) % 2
+        self.ids[self.labels == 1, 3] = 5
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "attention_mask": torch.ones(8, dtype=torch.long), "labels": self.labels[i]}
+
+
+def tiny_bert():
+    config = transformers.BertConfig(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=16, num_labels=2,
+    )
+    torch.manual_seed(0)
+    return transformers.BertForSequenceClassification(config)
+
+
+def test_a_transformers_model_trains_evaluates_and_saves_pretrained(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)  # transformers sets it; restore it after
+
+    def accuracy(prediction):
+        return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
+
+    args = quiet_args(tmp_path, num_train_epochs=15, learning_rate=1e-2, per_device_train_batch_size=16,
+                      eval_strategy="epoch", logging_strategy="epoch")
+    trainer = Trainer(model=tiny_bert(), args=args, train_dataset=Parity(), eval_dataset=Parity(),
+                      compute_metrics=accuracy)
+    trainer.train()
+    metrics = trainer.evaluate()
+    assert metrics["eval_accuracy"] >= 0.9
+    assert trainer.state.num_input_tokens_seen == 15 * 48 * 8
+
+    folder = trainer.save_model(tmp_path / "export")
+    assert (folder / "config.json").exists() and (folder / "model.safetensors").exists()
+    reloaded = transformers.BertForSequenceClassification.from_pretrained(str(folder)).eval()
+    batch = Parity()[0:4]
+    with torch.no_grad():
+        expected = trainer.model.eval()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        got = reloaded(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=1e-6)
