@@ -38,7 +38,9 @@ def tiny_bert():
 
 
 def test_a_transformers_model_trains_evaluates_and_saves_pretrained(tmp_path, monkeypatch):
-    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)  # transformers sets it; restore it after
+    # transformers sets this variable; registering it with monkeypatch removes it again after the test
+    monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK")
 
     def accuracy(prediction):
         return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
