@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import optuna
-import optuna.importance  # imports scikit-learn, which sets KMP_* variables: do it at start-up, not mid-request
 from optuna.trial import FrozenTrial, TrialState
 
 

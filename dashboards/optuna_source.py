@@ -50,7 +50,11 @@ def read_only_rdb_storage(url: str) -> optuna.storages.RDBStorage:
         ro_url = f"sqlite:///file:{database.resolve()}?mode=ro&uri=true"
         engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}}
     else:
-        ro_url = url
+        from hpo.tracking.store_postgres import (
+            with_driver,  # bare postgresql:// means psycopg 3 to SQLAlchemy 2.1
+        )
+
+        ro_url = with_driver(url)
         engine_kwargs = {"connect_args": {"options": "-c default_transaction_read_only=on"}}
     try:
         return optuna.storages.RDBStorage(ro_url, engine_kwargs=engine_kwargs, skip_table_creation=True)

@@ -38,13 +38,14 @@ def dashboard(
     overrides: tuple[str, ...],
 ) -> None:
     """Serve the dashboard for SPEC_FILE (a study or run file) or --storage URL until Ctrl-C."""
-    from dashboards.api import DashboardApi
     from dashboards.locate import locate
+
+    sources = locate(spec_file, storage, store, overrides)  # usage errors first, before the heavy imports
+    from dashboards.api import DashboardApi
     from dashboards.optuna_source import OptunaSource
     from dashboards.server import start_server
     from dashboards.store_reader import StoreReader
 
-    sources = locate(spec_file, storage, store, overrides)
     source = OptunaSource(sources.storage) if sources.storage else None
     if source is not None:
         threading.Thread(target=source.warm_up, name="hpo-dashboard-warm-up", daemon=True).start()

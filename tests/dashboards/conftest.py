@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import optuna.importance  # noqa: F401  (imports scikit-learn, which sets KMP_* variables: before any test's check)
 import pytest
 from dashboard_fixtures import build_everything
 

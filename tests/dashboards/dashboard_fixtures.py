@@ -19,6 +19,7 @@ SCRIPT_CHOICE = "<script>window.__hacked = 1</script>"
 IMG_ERROR = '<img src=x onerror="window.__hacked = 2">boom'
 STUDY = "digits-demo"
 PARETO_STUDY = "pareto-demo"
+XSS_STUDY = "xss <script>window.__hacked = 3</script>"
 N_FINISHED = 14  # trials 0..13 finish; one more is left RUNNING
 
 
@@ -248,6 +249,8 @@ def build_everything(folder: Path) -> dict:
     storage = f"sqlite:///{folder / 'study.db'}"
     study = build_study(storage)
     pareto = build_pareto_study(storage)
+    hostile = optuna.create_study(study_name=XSS_STUDY, storage=storage)
+    hostile.optimize(lambda trial: trial.suggest_float("<b>x</b>", 0, 1), n_trials=3)
     run_ids = build_store(folder / "experiments.db", study)
     return {
         "storage": storage,

@@ -8,13 +8,13 @@ from urllib.parse import quote
 
 import optuna
 import pytest
-from dashboard_fixtures import IMG_ERROR, PARETO_STUDY, SCRIPT_CHOICE, STUDY
+from dashboard_fixtures import IMG_ERROR, PARETO_STUDY, SCRIPT_CHOICE, STUDY, XSS_STUDY
 
 
 def test_overview_lists_each_study_with_states_best_and_running(client, demo):
     body = client.json("/api/studies")
     by_name = {study["name"]: study for study in body["studies"]}
-    assert set(by_name) == {STUDY, PARETO_STUDY}
+    assert set(by_name) == {STUDY, PARETO_STUDY, XSS_STUDY}
 
     trials = demo["study"].get_trials()
     summary = by_name[STUDY]

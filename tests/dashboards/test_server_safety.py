@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import optuna
 import pytest
 from dashboard_fixtures import STUDY
 
@@ -101,8 +102,9 @@ def test_the_storage_is_opened_read_only(demo):
     from dashboards.optuna_source import OptunaSource
 
     study = OptunaSource(demo["storage"]).study(STUDY)
-    with pytest.raises(Exception, match="(?i)readonly|read-only|commit"):
-        study.enqueue_trial({"learning_rate": 0.01})
+    with pytest.raises(optuna.exceptions.StorageInternalError) as refused:
+        study.set_user_attr("written_by_dashboard", True)
+    assert "readonly database" in str(refused.value.__cause__)
 
 
 def test_a_missing_database_is_a_clear_error_and_is_not_created(tmp_path):
