@@ -15,6 +15,9 @@ from hpo.errors import HpoError
 COMMANDS: dict[str, str] = {
     "train": "hpo.commands.train:train",
     "validate": "hpo.commands.validate:validate",
+    "run": "hpo.commands.run:run",
+    "status": "hpo.commands.status:status",
+    "best": "hpo.commands.best:best",
     "dashboard": "hpo.commands.dashboard:dashboard",
     "report": "hpo.commands.report:report",
 }
