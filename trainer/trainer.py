@@ -492,6 +492,26 @@ class Trainer:
     def _samples_total(self) -> int:
         return self._samples_done + self._samples_since_log
 
+    # ---- hyperparameter search ----------------------------------------------------------------------------------
+    def hyperparameter_search(
+        self,
+        hp_space: Any = None,
+        compute_objective: Any = None,
+        n_trials: int = 20,
+        direction: str | list[str] = "minimize",
+        backend: str | None = None,
+        hp_name: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """transformers' `Trainer.hyperparameter_search` (Optuna backend), returning `BestRun(run_id, objective,
+        hyperparameters)`. Implemented by `hpo.hp_search`, imported here only when called: the trainer package does
+        not depend on Optuna or hpo."""
+        from hpo.hp_search import hyperparameter_search
+
+        return hyperparameter_search(
+            self, hp_space, compute_objective, n_trials, direction, backend, hp_name, **kwargs
+        )
+
     # ---- model output -----------------------------------------------------------------------------------------
     def save_model(self, output_dir: str | Path | None = None) -> Path:
         """Consolidated weights as model.safetensors (save_pretrained layout for transformers models) + arguments."""
