@@ -24,15 +24,16 @@ class ObjectiveTracker(TrainerCallback):
     Each record also holds `eval_num_parameters` (the model's parameter count), so a study can trade accuracy against
     model size (`metrics: [accuracy, num_parameters]`) without the task computing it."""
 
-    def __init__(self) -> None:
+    def __init__(self, count_parameters: bool = True) -> None:
         self.evaluations: list[tuple[int, dict[str, float]]] = []
+        self.count_parameters = count_parameters
         self.num_parameters: int | None = None
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if not metrics:
             return
         record = {k: _as_float(v) for k, v in metrics.items()}
-        if self.num_parameters is None and kwargs.get("model") is not None:
+        if self.count_parameters and self.num_parameters is None and kwargs.get("model") is not None:
             self.num_parameters = sum(p.numel() for p in kwargs["model"].parameters())
         if self.num_parameters is not None:
             record.setdefault(PARAMETER_COUNT_KEY, float(self.num_parameters))

@@ -116,23 +116,3 @@ def split_params(spec: Any, params: Mapping[str, Any]) -> tuple[dict[str, Any], 
     """(TrainingArguments overrides, model_init params): by each parameter's resolved `target` (a TrainingArguments
     field name goes to the arguments unless `target:` says otherwise); model params start from the file's `model:`."""
     return spec.split_params(dict(params))
-
-
-def default_params(search_space: Any) -> dict[str, Any]:
-    """A representative point (low end, first choice) for a dry run before the study starts."""
-    import optuna
-
-    class _LowEnd(optuna.trial.FixedTrial):
-        def __init__(self) -> None:
-            super().__init__({})
-
-        def suggest_float(self, name, low, high, *, step=None, log=False):  # noqa: ARG002
-            return float(low)
-
-        def suggest_int(self, name, low, high, *, step=1, log=False):  # noqa: ARG002
-            return int(low)
-
-        def suggest_categorical(self, name, choices):  # noqa: ARG002
-            return choices[0]
-
-    return sample_params(_LowEnd(), search_space)

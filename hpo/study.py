@@ -1,7 +1,7 @@
 """The study manager: open (or continue) the Optuna study a study file describes, and run its trials.
 
     spec = load_study_spec("studies/digits_mlp.yaml")
-    check_study(spec)                     # refusals before any trial starts (hpo.preflight)
+    dry_run(spec)                         # refuse a metric evaluation does not produce (hpo.spec.dry_run)
     study = open_study(spec)              # sampler, pruner, directions, storage; enqueued trials; stale trials re-queued
     execute(spec, study, ...)             # trials until n_trials (a total over every run of the study) or the timeout
     summary = summarize(spec, study)
@@ -25,7 +25,6 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.disk import enforce_keep_checkpoints
 from hpo.errors import ConfigError, HpoError
 from hpo.objectives import study_directions, study_metrics
-from hpo.preflight import check_study
 from hpo.resume import DEFAULT_MAX_RETRIES, requeue_stale_trials
 from hpo.spec.errors import FieldProblem
 from hpo.trial import process_identity, record_outcome, run_trial
@@ -336,7 +335,11 @@ def run_loaded_study(
         raise ConfigError(
             "study.n_trials: give n_trials or timeout (or --n-trials / --timeout), else it never ends"
         )
-    check_study(spec, dry_run=dry_run)
+    if dry_run:
+        # Refuse an objective metric that evaluation does not produce before any trial trains (exit 2).
+        from hpo.spec.dry_run import dry_run as check_metrics
+
+        check_metrics(spec)
     study = open_study(spec, storage=storage)
     max_retries = getattr(getattr(spec, "resources", None), "max_retries", DEFAULT_MAX_RETRIES)
     requeue_stale_trials(study, max_retries=max_retries)
