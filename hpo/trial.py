@@ -181,6 +181,7 @@ def _tracking_callbacks(spec: Any, trial: Any, run_dir: Path, params: dict) -> l
     if os.environ.get("RANK", "0") != "0":
         return []
     from hpo.tracking import RunInfo, build_tracking_callbacks
+    from hpo.tracking.run_info import origin_attrs
 
     attrs = getattr(trial, "user_attrs", {}) or {}
     run = RunInfo(
@@ -191,6 +192,7 @@ def _tracking_callbacks(spec: Any, trial: Any, run_dir: Path, params: dict) -> l
         output_dir=str(run_dir),
         slot=attrs.get("slot"),
         devices=attrs.get("devices"),
+        origin=origin_attrs(attrs),  # a retry records "retried" and marks the trial it continues
     )
     return list(build_tracking_callbacks(spec, run=run))
 

@@ -39,9 +39,8 @@ def build_callbacks(spec: Any, run: RunInfo) -> list[Any]:
 
 def wandb_directory(spec: Any, run: RunInfo) -> Path:
     """The study's output folder for trials (all trials' runs side by side), the run's own folder for a run."""
-    study = getattr(spec, "study", None)
     if run.kind == "trial":
-        folder = getattr(study, "output_dir", None) if study is not None else None
+        folder = getattr(spec, "output_dir", None) if getattr(spec, "study", None) is not None else None
         return Path(folder) if folder else Path(run.output_dir).parent
     return Path(run.output_dir)
 

@@ -28,13 +28,17 @@ def store_location(spec: Any) -> str | None:
         return None
     if isinstance(setting, str | Path) and not isinstance(setting, bool):
         return str(setting)
+    if getattr(spec, "store_url", None):  # a study spec knows its store (same PostgreSQL database, or a file)
+        return str(spec.store_url)
     study = getattr(spec, "study", None)
     if study is not None:
         storage = str(getattr(study, "storage", None) or "")
         if is_postgres_url(storage):
             return storage
-        return str(Path(study.output_dir) / "experiments.db")
-    return str(Path(spec.output_dir) / "experiments.db")
+        return str(Path(getattr(spec, "output_dir", None) or study.output_dir) / "experiments.db")
+    return str(
+        Path(spec.output_dir or Path("runs") / (getattr(spec, "name", None) or "run")) / "experiments.db"
+    )
 
 
 def record_event(

@@ -25,6 +25,9 @@ class RunInfo:
     output_dir: str = ""
     slot: str | None = None
     devices: str | None = None
+    # The trial's user attributes about where it comes from (requeued_from_trial, retry_reason, resume_from): a
+    # retried trial records a "retried" event, and its crashed predecessor is marked failed.
+    origin: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in ("trial", "run"):
@@ -68,9 +71,18 @@ class RunInfo:
             params=dict(params),
             output_dir=str(run_dir),
             slot=fields.pop("slot", None) or attrs.get("slot"),
+            origin=origin_attrs(attrs),
             devices=devices or "cpu",
             **fields,
         )
+
+
+ORIGIN_ATTRS = ("requeued_from_trial", "retry_reason", "retry_count", "resume_from")
+
+
+def origin_attrs(user_attrs: dict[str, Any]) -> dict[str, Any]:
+    """The user attributes of a queued retry that say which trial it continues (see `hpo.requeue`)."""
+    return {k: user_attrs[k] for k in ORIGIN_ATTRS if user_attrs.get(k) is not None}
 
 
 def trial_run_id(study_name: str | None, trial_number: int | None) -> str:

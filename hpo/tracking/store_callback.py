@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo.tracking import environment
-from hpo.tracking.run_info import RunInfo
+from hpo.tracking.run_info import RunInfo, trial_run_id
 from hpo.tracking.store import open_store
 from hpo.tracking.writer import BackgroundWriter
 from trainer.callbacks import TrainerCallback
@@ -68,6 +68,7 @@ class ExperimentStoreCallback(TrainerCallback):
         location = self.location
         self.writer = BackgroundWriter(lambda: open_store(location), flush_interval=self.flush_interval)
         self.writer.submit("runs", self._run_row(args))
+        self._record_origin()
         if state.global_step > 0:
             self._event("resumed", f"resumed at step {state.global_step}", {"global_step": state.global_step})
         else:
@@ -135,10 +136,27 @@ class ExperimentStoreCallback(TrainerCallback):
         self.writer.close(timeout=30)
 
     # ---- helpers ------------------------------------------------------------------------------------------------
-    def _event(self, kind: str, message: str, data: dict[str, Any]) -> None:
+    def _event(self, kind: str, message: str, data: dict[str, Any], run_id: str | None = None) -> None:
         assert self.writer is not None
-        row = {"run_id": self.run.run_id, "time": time.time(), "kind": kind, "message": message, "data": data}
-        self.writer.submit("events", row)
+        row = {"run_id": run_id or self.run.run_id, "time": time.time(), "kind": kind, "message": message}
+        self.writer.submit("events", {**row, "data": data})
+
+    def _record_origin(self) -> None:
+        """A retry of a crashed or interrupted trial: "retried" on both runs; the earlier one ends as failed."""
+        origin = self.run.origin
+        previous = origin.get("requeued_from_trial")
+        if previous is None or self.run.kind != "trial":
+            return
+        previous_id = trial_run_id(self.run.study_name, int(previous))
+        reason = str(origin.get("retry_reason") or "queued again")
+        data = {**origin, "retry_trial": self.run.trial_number}
+        self._event("retried", f"retry of trial-{previous}: {reason}", data)
+        self._event(
+            "retried", f"queued again as trial-{self.run.trial_number}: {reason}", data, run_id=previous_id
+        )
+        assert self.writer is not None
+        status = "interrupted" if "interrupt" in reason.lower() else "failed"
+        self.writer.submit("runs", {"id": previous_id, "status": status})
 
     def _run_row(self, args: Any) -> dict[str, Any]:
         run = self.run
