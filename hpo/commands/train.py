@@ -33,14 +33,85 @@ from hpo.errors import HpoError
     default=None,
     help="Output folder (default: the file's output_dir, else runs/<name>).",
 )
-def train(run_file: str, overrides: tuple[str, ...], resume: str | None, output_dir: str | None) -> None:
-    """Train one model from RUN_FILE (a run file: task, model, training, tracking)."""
+@click.option(
+    "--nproc", type=int, default=1, show_default=True, help="Ranks to start on this node (torch elastic)."
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed"]),
+    default=None,
+    help="Parallelism (sets training.strategy); auto: ddp when several ranks run, deepspeed/fsdp when configured.",
+)
+@click.option("--nnodes", type=int, default=1, show_default=True, help="Machines taking part (multi-node).")
+@click.option(
+    "--node-rank", type=int, default=0, show_default=True, help="This machine's index, 0..nnodes-1."
+)
+@click.option(
+    "--master-addr", default="127.0.0.1", show_default=True, help="Address of the node-rank 0 machine."
+)
+@click.option("--master-port", type=int, default=None, help="Port on the master (free port on one node).")
+def train(
+    run_file: str,
+    overrides: tuple[str, ...],
+    resume: str | None,
+    output_dir: str | None,
+    nproc: int,
+    strategy: str | None,
+    nnodes: int,
+    node_rank: int,
+    master_addr: str,
+    master_port: int | None,
+) -> None:
+    """Train one model from RUN_FILE (a run file: task, model, training, tracking).
+
+    With --nproc N (and --nnodes for several machines) the command starts N ranks itself; started by torchrun,
+    `accelerate launch` or the deepspeed launcher it trains as the rank it was given."""
     from hpo.spec import load_run_spec
 
+    overrides = (*overrides, f"training.strategy={strategy}") if strategy else overrides
     spec = load_run_spec(run_file, overrides=list(overrides), output_dir=output_dir)
+    if (nproc != 1 or nnodes != 1) and not _inside_a_launcher():
+        _train_on_ranks(
+            run_file, overrides, resume, output_dir, nproc, nnodes, node_rank, master_addr, master_port
+        )
+        return
     summary = train_from_spec(spec, resume)
     if os.environ.get("RANK", "0") == "0":
         print_summary(summary)
+
+
+def _inside_a_launcher() -> bool:
+    from trainer.launch import is_launched_externally
+
+    return is_launched_externally()
+
+
+def _train_on_ranks(
+    run_file: str,
+    overrides: tuple[str, ...],
+    resume: str | None,
+    output_dir: str | None,
+    nproc: int,
+    nnodes: int,
+    node_rank: int,
+    master_addr: str,
+    master_port: int | None,
+) -> None:
+    """Start `nproc` ranks running this same command (without the launch flags); each trains as one rank."""
+    from hpo.errors import ConfigError
+    from trainer.launch import launch_ranks
+
+    argv = ["-m", "hpo.cli", "train", run_file, *(f"--set={o}" for o in overrides)]
+    if resume is not None:
+        argv.append(f"--resume={resume}" if resume != "latest" else "--resume")
+    if output_dir is not None:
+        argv.append(f"--output-dir={output_dir}")
+    try:
+        code = launch_ranks(argv, nproc, nnodes, node_rank, master_addr, master_port)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    if code != 0:
+        raise HpoError(f"training failed on a rank of {nproc * nnodes} (its error is shown above)")
 
 
 def train_from_spec(spec: Any, resume: str | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ gather evaluation outputs and write shared files the same way, so that lives her
 
 from __future__ import annotations
 
+import atexit
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,11 @@ class ParallelStrategy(Strategy):
         check_precision(
             self.args, self.device
         )  # fp16 on CPU fails here, on every rank, before any collective
-        self._owns_process_group |= self._init_process_group(layout)
+        if self._init_process_group(layout) and not self._owns_process_group:
+            self._owns_process_group = True
+            # Release the group at exit even when the caller never calls teardown(): a rank that exits with live gloo
+            # (and DeepSpeed shared-memory) threads can abort in C++ ("terminate called ...") and fail the job.
+            atexit.register(self.teardown)
 
     def _init_process_group(self, layout: distributed.RankLayout) -> bool:
         return distributed.init_process_group(layout, self.device, self.timeout_s)

@@ -1,0 +1,97 @@
+"""`hpo train run.yaml` on 2 CPU ranks: started by its own --nproc, by torchrun, by `accelerate launch` and by the
+deepspeed launcher. Each must train as 2 ranks (a checkpoint holds both ranks' RNG files) and exit 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.distributed
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_FILE = ROOT / "studies" / "digits_mlp_run.yaml"
+# 12 short steps, one checkpoint at the end, no evaluation: the point is the launch, not the model.
+QUICK = [
+    "--set=training.max_steps=12",
+    "--set=training.eval_strategy='no'",
+    "--set=training.save_strategy=steps",
+    "--set=training.save_steps=12",
+    "--set=training.load_best_model_at_end=false",
+    "--set=tracking.store=false",
+]
+HPO_TRAIN = ["-m", "hpo.cli", "train", str(RUN_FILE), *QUICK]
+
+
+def run(command: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_trained_on_two_ranks(done: subprocess.CompletedProcess, output_dir: Path) -> Path:
+    assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+    checkpoint = output_dir / "checkpoint-12"
+    assert (checkpoint / "rng_state.pth").is_file() and (checkpoint / "rng_state_1.pth").is_file()
+    assert json.loads((output_dir / "metrics.json").read_text())["global_step"] == 12
+    assert (done.stdout + done.stderr).count("metrics written to") == 1, "only rank 0 prints the summary"
+    return checkpoint
+
+
+def test_hpo_train_nproc_starts_the_ranks_itself(tmp_path):
+    done = run([sys.executable, *HPO_TRAIN, "--nproc", "2", "--strategy", "ddp", f"--output-dir={tmp_path}"])
+    assert_trained_on_two_ranks(done, tmp_path)
+
+
+def test_hpo_train_under_torchrun(tmp_path):
+    torchrun = shutil.which("torchrun") or pytest.fail("torchrun is not installed beside torch")
+    done = run([torchrun, "--standalone", "--nproc-per-node=2", *HPO_TRAIN, f"--output-dir={tmp_path}"])
+    assert_trained_on_two_ranks(done, tmp_path)
+
+
+def test_hpo_train_under_accelerate_launch(tmp_path):
+    accelerate = shutil.which("accelerate") or pytest.fail("accelerate is a dependency; its CLI is missing")
+    command = [
+        accelerate,
+        "launch",
+        "--multi_gpu",
+        "--num_processes=2",
+        "--num_machines=1",
+        "--mixed_precision=no",
+        "--dynamo_backend=no",
+        *HPO_TRAIN,
+        f"--output-dir={tmp_path}",
+    ]
+    assert_trained_on_two_ranks(run(command), tmp_path)
+
+
+def test_hpo_train_under_the_deepspeed_launcher(tmp_path):
+    deepspeed = shutil.which("deepspeed") or pytest.fail("the deepspeed launcher is missing")
+    command = [
+        deepspeed,
+        "--num_accelerators=2",
+        "--no_local_rank",
+        "--module",
+        *HPO_TRAIN[1:],
+        "--strategy=deepspeed",
+        f"--output-dir={tmp_path}",
+    ]
+    checkpoint = assert_trained_on_two_ranks(run(command), tmp_path)
+    assert (checkpoint / "deepspeed").is_dir(), "DeepSpeed's own checkpoint files are in the checkpoint"
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--nproc", "0"], "--nproc must be at least 1"),
+        (["--nnodes", "2", "--node-rank", "2"], "--node-rank"),
+    ],
+)
+def test_bad_launch_flags_exit_2_naming_the_flag(tmp_path, flags, message):
+    done = run([sys.executable, *HPO_TRAIN, *flags, f"--output-dir={tmp_path}"], timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
