@@ -228,7 +228,7 @@ def execute(
     except ImportError:
         run_trials_in_process(spec, study, n_trials=n_trials, timeout=timeout, report=report)
         return
-    run_trials(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus)
+    run_trials(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus, report=report)
 
 
 # ---- summary --------------------------------------------------------------------------------------------------------
