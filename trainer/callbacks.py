@@ -103,10 +103,11 @@ class CallbackHandler:
         self.kwargs.update(kwargs)
 
     def _rebuild(self) -> None:
-        self._hooks = {
-            event: [getattr(cb, event) for cb in self.callbacks if _overrides(cb, event)]
-            for event in EVENT_NAMES
-        }
+        # keyed by the Event member and by its name, so both `call(Event.ON_LOG)` and `call("on_log")` work
+        self._hooks = {}
+        for event in Event:
+            hooks = [getattr(cb, event.value) for cb in self.callbacks if _overrides(cb, event.value)]
+            self._hooks[event] = self._hooks[event.value] = hooks
 
     def has_hooks(self, event: str) -> bool:
         return bool(self._hooks[event])
@@ -114,8 +115,12 @@ class CallbackHandler:
     def call(
         self, event: str, args: TrainingArguments, state: TrainerState, control: TrainerControl, **extra: Any
     ) -> TrainerControl:
-        for hook in self._hooks[event]:
-            result = hook(args, state, control, **self.kwargs, **extra)
+        hooks = self._hooks[event]
+        if not hooks:  # most events have no hook in most runs: leave at once (this runs several times a step)
+            return control
+        kwargs = {**self.kwargs, **extra} if extra else self.kwargs
+        for hook in hooks:
+            result = hook(args, state, control, **kwargs)
             if result is not None and result is not control:
                 # keep one control object: the loop and other callbacks hold a reference to it
                 control.__dict__.update(result.__dict__)

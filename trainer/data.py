@@ -167,6 +167,16 @@ def first_tensor(batch: Any) -> torch.Tensor | None:
 
 
 def batch_size_of(batch: Any) -> int:
+    # fast paths for the usual batches (this runs every step): a dict or a tuple whose first entry is a tensor
+    first = (
+        next(iter(batch.values()), None)
+        if type(batch) is dict
+        else batch[0]
+        if type(batch) in (tuple, list)
+        else None
+    )
+    if type(first) is torch.Tensor and first.ndim:
+        return first.shape[0]
     tensor = first_tensor(batch)
     return 1 if tensor is None or tensor.ndim == 0 else tensor.shape[0]
 

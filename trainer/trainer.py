@@ -117,7 +117,7 @@ class Trainer:
         self.callback_handler.remove_callback(callback)
 
     def fire(self, event: Event, **extra: Any) -> TrainerControl:
-        return self.callback_handler.call(event.value, self.args, self.state, self.control, **extra)
+        return self.callback_handler.call(event, self.args, self.state, self.control, **extra)
 
     # ---- training ----------------------------------------------------------------------------------------------
     def train(self, resume_from_checkpoint: bool | str | Path | None = None, **unused: Any) -> TrainOutput:
@@ -142,7 +142,9 @@ class Trainer:
             )
         tried = [batch_size]
 
-        def halve() -> int:  # accelerate's default shrinks by 10%; halving finds a fit in fewer failed attempts
+        def halve() -> (
+            int
+        ):  # accelerate's default shrinks by 10%; halving finds a fit in fewer failed attempts
             tried.append(tried[-1] // 2)
             return tried[-1]
 
@@ -232,7 +234,9 @@ class Trainer:
         self._grad_norm = strategy.clip_grad_norm(model, optimizer, self.args.max_grad_norm)
         stepped = strategy.optimizer_step(model, optimizer)  # False when an fp16 step overflowed
         if self._grad_norm is None:
-            self._grad_norm = strategy.grad_norm_after_step()  # DeepSpeed clips, and measures, inside its step
+            self._grad_norm = (
+                strategy.grad_norm_after_step()
+            )  # DeepSpeed clips, and measures, inside its step
         self.fire(Event.ON_OPTIMIZER_STEP)
         if stepped and self._scheduler_per_step:
             self.lr_scheduler.step()

@@ -12,8 +12,15 @@ from trainer import Trainer
 def train(tmp_path, n_samples: int, batch: int, accumulation: int, epochs: int = 2) -> Trainer:
     torch.manual_seed(0)
     model = DropoutMLP(dropout=0.0)  # no batch-dependent layers, no randomness in the forward pass
-    args = quiet_args(tmp_path, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
-                      num_train_epochs=epochs, logging_steps=1, learning_rate=1e-2, max_grad_norm=1.0)
+    args = quiet_args(
+        tmp_path,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accumulation,
+        num_train_epochs=epochs,
+        logging_steps=1,
+        learning_rate=1e-2,
+        max_grad_norm=1.0,
+    )
     trainer = Trainer(model=model, args=args, train_dataset=Regression(n_samples))
     trainer.train()
     return trainer
@@ -34,7 +41,9 @@ def test_accumulated_steps_equal_one_big_batch(tmp_path, n_samples):
     small_losses = [e["loss"] for e in small.state.log_history if "loss" in e]
     assert small_losses == pytest.approx(big_losses, abs=1e-6)
     grad_norms = [e["grad_norm"] for e in small.state.log_history if "grad_norm" in e]
-    assert grad_norms == pytest.approx([e["grad_norm"] for e in big.state.log_history if "grad_norm" in e], abs=1e-5)
+    assert grad_norms == pytest.approx(
+        [e["grad_norm"] for e in big.state.log_history if "grad_norm" in e], abs=1e-5
+    )
 
 
 def test_the_last_short_window_is_one_optimizer_step(tmp_path):

@@ -34,7 +34,10 @@ from trainer import IntervalStrategy, TrainerConfigError, TrainingArguments
             {"load_best_model_at_end": True, "eval_strategy": "steps", "eval_steps": 3, "save_steps": 10},
             "save_steps (10) to be a multiple of eval_steps (3)",
         ),
-        ({"save_strategy": "best", "eval_strategy": "epoch"}, "save_strategy 'best' needs 'metric_for_best_model'"),
+        (
+            {"save_strategy": "best", "eval_strategy": "epoch"},
+            "save_strategy 'best' needs 'metric_for_best_model'",
+        ),
         ({"lr_scheduler_type": "reduce_on_plateau"}, "'reduce_on_plateau' needs evaluations"),
         ({"max_non_finite_steps": 0}, "'max_non_finite_steps' must be > 0"),
         ({"strategy": "horovod"}, "'strategy' is 'horovod'"),
@@ -48,14 +51,21 @@ def test_bad_arguments_name_the_field_and_the_fix(tmp_path, fields, message):
 
 
 def test_from_dict_rejects_an_unknown_key_with_a_suggestion():
-    with pytest.raises(TrainerConfigError, match="unknown training argument 'learnig_rate'. Did you mean 'learning_rate'"):
+    with pytest.raises(
+        TrainerConfigError, match="unknown training argument 'learnig_rate'. Did you mean 'learning_rate'"
+    ):
         TrainingArguments.from_dict({"learnig_rate": 1e-3})
 
 
 def test_round_trips_through_dict_json_and_yaml(tmp_path):
     args = TrainingArguments(
-        output_dir=str(tmp_path), learning_rate=3e-4, eval_strategy="steps", eval_steps=0.25, report_to="wandb",
-        lr_scheduler_kwargs={"num_cycles": 2}, label_names=["labels"],
+        output_dir=str(tmp_path),
+        learning_rate=3e-4,
+        eval_strategy="steps",
+        eval_steps=0.25,
+        report_to="wandb",
+        lr_scheduler_kwargs={"num_cycles": 2},
+        label_names=["labels"],
     )
     assert args.eval_strategy is IntervalStrategy.STEPS
     assert args.to_dict()["eval_strategy"] == "steps"
@@ -83,10 +93,14 @@ def test_greater_is_better_defaults_from_the_metric_name(tmp_path, metric, highe
     args = TrainingArguments(output_dir=str(tmp_path), metric_for_best_model=metric)
     assert args.higher_is_better is higher
     assert args.best_metric_name.startswith("eval_")
-    assert TrainingArguments(output_dir=str(tmp_path), metric_for_best_model=metric, greater_is_better=not higher).higher_is_better is (not higher)
+    assert TrainingArguments(
+        output_dir=str(tmp_path), metric_for_best_model=metric, greater_is_better=not higher
+    ).higher_is_better is (not higher)
 
 
 def test_load_best_model_defaults_to_eval_loss(tmp_path):
-    args = TrainingArguments(output_dir=str(tmp_path), load_best_model_at_end=True, eval_strategy="epoch", save_strategy="epoch")
+    args = TrainingArguments(
+        output_dir=str(tmp_path), load_best_model_at_end=True, eval_strategy="epoch", save_strategy="epoch"
+    )
     assert args.best_metric_name == "eval_loss"
     assert args.higher_is_better is False

@@ -20,7 +20,13 @@ def test_a_checkpoint_holds_the_contract_files_loadable_safely(tmp_path):
     trainer.train()
     folder = tmp_path / "checkpoint-4"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "model.safetensors", "optimizer.pt", "rng_state.pth", "scheduler.pt", "trainer_state.json", "training_args.json"]
+        "model.safetensors",
+        "optimizer.pt",
+        "rng_state.pth",
+        "scheduler.pt",
+        "trainer_state.json",
+        "training_args.json",
+    ]
     weights = load_file(folder / "model.safetensors")
     for name, tensor in trainer.model.state_dict().items():
         assert torch.equal(weights[name], tensor)
@@ -38,10 +44,23 @@ def test_rotation_keeps_the_best_and_the_newest(tmp_path):
         def on_evaluate(self, args, state, control, metrics=None, **kwargs):
             metrics["eval_loss"] = next(losses)
 
-    args = quiet_args(tmp_path, max_steps=6, eval_strategy="steps", eval_steps=1, save_strategy="steps", save_steps=1,
-                      save_total_limit=2, load_best_model_at_end=True)
-    trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(64), eval_dataset=Regression(8),
-                      callbacks=[FixedEvalLoss()])
+    args = quiet_args(
+        tmp_path,
+        max_steps=6,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="steps",
+        save_steps=1,
+        save_total_limit=2,
+        load_best_model_at_end=True,
+    )
+    trainer = Trainer(
+        model=make_model(),
+        args=args,
+        train_dataset=Regression(64),
+        eval_dataset=Regression(8),
+        callbacks=[FixedEvalLoss()],
+    )
     trainer.train()
     assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-2", "checkpoint-6"]
     assert trainer.state.best_global_step == 2 and trainer.state.best_metric == 0.1
@@ -68,10 +87,21 @@ def test_save_strategy_best_saves_only_improvements(tmp_path):
         def on_evaluate(self, args, state, control, metrics=None, **kwargs):
             metrics["eval_loss"] = next(losses)
 
-    args = quiet_args(tmp_path, max_steps=4, eval_strategy="steps", eval_steps=1, save_strategy="best",
-                      metric_for_best_model="loss")
-    Trainer(model=make_model(), args=args, train_dataset=Regression(64), eval_dataset=Regression(8),
-            callbacks=[FixedEvalLoss()]).train()
+    args = quiet_args(
+        tmp_path,
+        max_steps=4,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="best",
+        metric_for_best_model="loss",
+    )
+    Trainer(
+        model=make_model(),
+        args=args,
+        train_dataset=Regression(64),
+        eval_dataset=Regression(8),
+        callbacks=[FixedEvalLoss()],
+    ).train()
     assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-1", "checkpoint-3"]
 
 
@@ -144,6 +174,8 @@ def test_tied_weights_save_and_load(tmp_path):
     data = [{"input_ids": torch.tensor(i % 10), "labels": torch.tensor((i + 1) % 10)} for i in range(16)]
     args = quiet_args(tmp_path, max_steps=2, save_strategy="steps", save_steps=1)
     Trainer(model=Tied(), args=args, train_dataset=data).train()
-    resumed = Trainer(model=Tied(), args=quiet_args(tmp_path, max_steps=3, save_strategy="no"), train_dataset=data)
+    resumed = Trainer(
+        model=Tied(), args=quiet_args(tmp_path, max_steps=3, save_strategy="no"), train_dataset=data
+    )
     resumed.train(resume_from_checkpoint=True)
     assert resumed.model.out.weight is resumed.model.embed.weight

@@ -26,8 +26,11 @@ def test_dict_batches_train_and_the_loss_falls(tmp_path):
 
 def test_tuple_batches_are_passed_positionally(tmp_path):
     torch.manual_seed(0)
-    trainer = Trainer(model=TupleMLP(), args=quiet_args(tmp_path, max_steps=30, learning_rate=3e-2),
-                      train_dataset=tuple_regression(64))
+    trainer = Trainer(
+        model=TupleMLP(),
+        args=quiet_args(tmp_path, max_steps=30, learning_rate=3e-2),
+        train_dataset=tuple_regression(64),
+    )
     before = trainer.evaluate(tuple_regression(64))["eval_loss"]
     trainer.train()
     assert trainer.evaluate(tuple_regression(64))["eval_loss"] < before
@@ -40,8 +43,14 @@ def test_logs_hold_loss_grad_norm_learning_rate_epoch_and_throughput(tmp_path):
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert [entry["step"] for entry in logs] == [1, 3, 6]
     for entry in logs:
-        assert {"loss", "grad_norm", "learning_rate", "epoch", "train_samples_per_second",
-                "train_steps_per_second"} <= entry.keys()
+        assert {
+            "loss",
+            "grad_norm",
+            "learning_rate",
+            "epoch",
+            "train_samples_per_second",
+            "train_steps_per_second",
+        } <= entry.keys()
     assert logs[0]["learning_rate"] == pytest.approx(0.5e-2)  # linear warmup over 2 steps: after step 1
     assert logs[-1]["learning_rate"] == pytest.approx(0.0)
     final = trainer.state.log_history[-1]
@@ -49,8 +58,11 @@ def test_logs_hold_loss_grad_norm_learning_rate_epoch_and_throughput(tmp_path):
 
 
 def test_fractional_logging_steps_are_a_share_of_max_steps(tmp_path):
-    trainer = Trainer(model=make_model(), args=quiet_args(tmp_path, max_steps=8, logging_steps=0.25),
-                      train_dataset=Regression(64))
+    trainer = Trainer(
+        model=make_model(),
+        args=quiet_args(tmp_path, max_steps=8, logging_steps=0.25),
+        train_dataset=Regression(64),
+    )
     trainer.train()
     assert trainer.state.logging_steps == 2
     assert [e["step"] for e in trainer.state.log_history if "loss" in e] == [2, 4, 6, 8]
@@ -76,8 +88,11 @@ class TokenModel(torch.nn.Module):
 
 
 def test_tokens_are_counted_when_batches_hold_input_ids(tmp_path):
-    trainer = Trainer(model=TokenModel(), args=quiet_args(tmp_path, max_steps=4, logging_steps=2, per_device_train_batch_size=4),
-                      train_dataset=TokenData())
+    trainer = Trainer(
+        model=TokenModel(),
+        args=quiet_args(tmp_path, max_steps=4, logging_steps=2, per_device_train_batch_size=4),
+        train_dataset=TokenData(),
+    )
     output = trainer.train()
     assert trainer.state.num_input_tokens_seen == 4 * 4 * 5
     assert "train_tokens_per_second" in trainer.state.log_history[0]
@@ -91,13 +106,22 @@ def accuracy_like(prediction: EvalPrediction) -> dict[str, float]:
 
 
 def test_evaluate_feeds_numpy_to_compute_metrics_and_prefixes_each_dataset(tmp_path):
-    trainer = Trainer(model=make_model(), args=quiet_args(tmp_path, per_device_eval_batch_size=7),
-                      compute_metrics=accuracy_like, eval_dataset={"small": Regression(10), "large": Regression(23, seed=3)})
+    trainer = Trainer(
+        model=make_model(),
+        args=quiet_args(tmp_path, per_device_eval_batch_size=7),
+        compute_metrics=accuracy_like,
+        eval_dataset={"small": Regression(10), "large": Regression(23, seed=3)},
+    )
     metrics = trainer.evaluate()
     assert metrics["eval_small_count"] == 10 and metrics["eval_large_count"] == 23
     for name in ("small", "large"):
-        assert {f"eval_{name}_loss", f"eval_{name}_mae", f"eval_{name}_runtime", f"eval_{name}_samples_per_second",
-                f"eval_{name}_steps_per_second"} <= metrics.keys()
+        assert {
+            f"eval_{name}_loss",
+            f"eval_{name}_mae",
+            f"eval_{name}_runtime",
+            f"eval_{name}_samples_per_second",
+            f"eval_{name}_steps_per_second",
+        } <= metrics.keys()
     single = trainer.evaluate(Regression(10))
     assert single["eval_loss"] == pytest.approx(metrics["eval_small_loss"])
     # the eval loss is the mean over samples, not over batches of unequal size
@@ -110,9 +134,12 @@ def test_evaluate_feeds_numpy_to_compute_metrics_and_prefixes_each_dataset(tmp_p
 
 def test_predict_returns_predictions_labels_and_metrics(tmp_path):
     seen = []
-    trainer = Trainer(model=make_model(), args=quiet_args(tmp_path, per_device_eval_batch_size=4),
-                      compute_metrics=accuracy_like,
-                      preprocess_logits_for_metrics=lambda logits, labels: seen.append(1) or logits * 0)
+    trainer = Trainer(
+        model=make_model(),
+        args=quiet_args(tmp_path, per_device_eval_batch_size=4),
+        compute_metrics=accuracy_like,
+        preprocess_logits_for_metrics=lambda logits, labels: seen.append(1) or logits * 0,
+    )
     output = trainer.predict(Regression(10))
     assert output.predictions.shape == (10,) and np.all(output.predictions == 0)
     np.testing.assert_allclose(output.label_ids, Regression(10).y.numpy())
@@ -131,8 +158,12 @@ def test_compute_loss_func_gets_outputs_labels_and_item_count(tmp_path):
             return {"logits": self.net(x).squeeze(-1)}
 
     torch.manual_seed(0)
-    trainer = Trainer(model=NoLossModel(), args=quiet_args(tmp_path, max_steps=3), train_dataset=Regression(32),
-                      compute_loss_func=l1)
+    trainer = Trainer(
+        model=NoLossModel(),
+        args=quiet_args(tmp_path, max_steps=3),
+        train_dataset=Regression(32),
+        compute_loss_func=l1,
+    )
     trainer.train()
     assert calls == [8, 8, 8]
     assert trainer.evaluate(Regression(8))["eval_loss"] > 0
@@ -143,7 +174,9 @@ def test_a_model_without_a_loss_gets_a_clear_error(tmp_path):
         def forward(self, x, labels=None):
             return self.net(x)
 
-    trainer = Trainer(model=LogitsOnly(), args=quiet_args(tmp_path, max_steps=1), train_dataset=Regression(16))
+    trainer = Trainer(
+        model=LogitsOnly(), args=quiet_args(tmp_path, max_steps=1), train_dataset=Regression(16)
+    )
     with pytest.raises(TrainerError, match="returned no scalar loss.*compute_loss_func"):
         trainer.train()
 
@@ -155,7 +188,9 @@ def test_model_init_is_called_for_each_train(tmp_path):
         built.append(1)
         return DropoutMLP()
 
-    trainer = Trainer(model_init=model_init, args=quiet_args(tmp_path, max_steps=2), train_dataset=Regression(16))
+    trainer = Trainer(
+        model_init=model_init, args=quiet_args(tmp_path, max_steps=2), train_dataset=Regression(16)
+    )
     first = trainer.train()
     second = trainer.train()
     assert len(built) == 2 and first.training_loss == second.training_loss  # seeded, fresh each time
@@ -164,15 +199,26 @@ def test_model_init_is_called_for_each_train(tmp_path):
 
 
 def test_eval_and_save_by_steps_and_by_epoch(tmp_path):
-    args = quiet_args(tmp_path / "steps", max_steps=6, eval_strategy="steps", eval_steps=2, save_strategy="steps",
-                      save_steps=3)
+    args = quiet_args(
+        tmp_path / "steps",
+        max_steps=6,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=3,
+    )
     trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(32), eval_dataset=Regression(8))
     trainer.train()
     assert [e["step"] for e in trainer.state.log_history if "eval_loss" in e] == [2, 4, 6]
     assert sorted(p.name for p in (tmp_path / "steps").iterdir()) == ["checkpoint-3", "checkpoint-6"]
 
-    args = quiet_args(tmp_path / "epoch", num_train_epochs=2, eval_strategy="epoch", save_strategy="epoch",
-                      eval_on_start=True)
+    args = quiet_args(
+        tmp_path / "epoch",
+        num_train_epochs=2,
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        eval_on_start=True,
+    )
     trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(32), eval_dataset=Regression(8))
     trainer.train()
     assert [e["step"] for e in trainer.state.log_history if "eval_loss" in e] == [0, 4, 8]
@@ -180,7 +226,9 @@ def test_eval_and_save_by_steps_and_by_epoch(tmp_path):
 
 
 def test_metric_for_best_model_missing_from_the_metrics_is_named(tmp_path):
-    args = quiet_args(tmp_path, max_steps=2, eval_strategy="steps", eval_steps=1, metric_for_best_model="accuracy")
+    args = quiet_args(
+        tmp_path, max_steps=2, eval_strategy="steps", eval_steps=1, metric_for_best_model="accuracy"
+    )
     trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(16), eval_dataset=Regression(8))
     with pytest.raises(TrainerConfigError, match="no 'eval_accuracy'; the metrics are"):
         trainer.train()

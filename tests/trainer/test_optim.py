@@ -14,13 +14,26 @@ from trainer.optim import create_optimizer, create_scheduler, parameter_groups
 
 @pytest.mark.parametrize(
     ("name", "kind"),
-    [("adamw_torch", torch.optim.AdamW), ("adamw_torch_fused", torch.optim.AdamW), ("sgd", torch.optim.SGD),
-     ("adafactor", torch.optim.Adafactor), ("adagrad", torch.optim.Adagrad)],
+    [
+        ("adamw_torch", torch.optim.AdamW),
+        ("adamw_torch_fused", torch.optim.AdamW),
+        ("sgd", torch.optim.SGD),
+        ("adafactor", torch.optim.Adafactor),
+        ("adagrad", torch.optim.Adagrad),
+    ],
 )
 def test_every_optimizer_trains(tmp_path, name, kind):
     lr = 0.5 if name == "adagrad" else 1e-2
-    args = quiet_args(tmp_path, optim=name, max_steps=12, learning_rate=lr, logging_steps=12, weight_decay=0.01,
-                      per_device_train_batch_size=16, lr_scheduler_type="constant")
+    args = quiet_args(
+        tmp_path,
+        optim=name,
+        max_steps=12,
+        learning_rate=lr,
+        logging_steps=12,
+        weight_decay=0.01,
+        per_device_train_batch_size=16,
+        lr_scheduler_type="constant",
+    )
     trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(64))
     before = trainer.evaluate(Regression(64))["eval_loss"]
     trainer.train()
@@ -44,7 +57,9 @@ def test_optim_args_are_passed_and_bad_ones_named(tmp_path):
 
 
 def multipliers(tmp_path, kind: str, total: int = 10, warmup: int = 2, **kwargs) -> list[float]:
-    args = quiet_args(tmp_path, lr_scheduler_type=kind, warmup_steps=warmup, learning_rate=1.0, lr_scheduler_kwargs=kwargs)
+    args = quiet_args(
+        tmp_path, lr_scheduler_type=kind, warmup_steps=warmup, learning_rate=1.0, lr_scheduler_kwargs=kwargs
+    )
     optimizer = torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=1.0)
     scheduler = create_scheduler(args, optimizer, total)
     values = []
@@ -78,8 +93,15 @@ def test_warmup_ratio_and_unknown_schedule_kwargs(tmp_path):
 
 
 def test_reduce_on_plateau_lowers_the_rate_after_evaluations_without_progress(tmp_path):
-    args = quiet_args(tmp_path, lr_scheduler_type="reduce_on_plateau", eval_strategy="steps", eval_steps=1,
-                      max_steps=6, learning_rate=1e-2, lr_scheduler_kwargs={"patience": 0, "factor": 0.5})
+    args = quiet_args(
+        tmp_path,
+        lr_scheduler_type="reduce_on_plateau",
+        eval_strategy="steps",
+        eval_steps=1,
+        max_steps=6,
+        learning_rate=1e-2,
+        lr_scheduler_kwargs={"patience": 0, "factor": 0.5},
+    )
     trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(32), eval_dataset=Regression(8))
     # an eval loss that never improves after the first evaluation
     trainer.compute_metrics = None

@@ -8,7 +8,14 @@ import pytest
 import torch
 from trainer_tasks import DropoutMLP, Regression, make_model, quiet_args
 
-from trainer import EarlyStoppingCallback, NonFiniteLossError, Trainer, TrainerCallback, TrainerConfigError, set_seed
+from trainer import (
+    EarlyStoppingCallback,
+    NonFiniteLossError,
+    Trainer,
+    TrainerCallback,
+    TrainerConfigError,
+    set_seed,
+)
 from trainer.checkpoint import latest_checkpoint
 from trainer.meter import TensorLossMeter
 
@@ -36,7 +43,9 @@ def test_non_finite_losses_are_left_out_of_the_logged_mean(tmp_path):
     assert math.isfinite(trainer.state.log_history[0]["loss"])
 
     torch.manual_seed(0)
-    unfiltered = quiet_args(tmp_path, max_steps=4, logging_steps=4, learning_rate=0.0, logging_nan_inf_filter=False)
+    unfiltered = quiet_args(
+        tmp_path, max_steps=4, logging_steps=4, learning_rate=0.0, logging_nan_inf_filter=False
+    )
     trainer = Trainer(model=NaNAt({2}), args=unfiltered, train_dataset=Regression(32))
     trainer.train()
     assert math.isnan(trainer.state.log_history[0]["loss"])
@@ -45,7 +54,9 @@ def test_non_finite_losses_are_left_out_of_the_logged_mean(tmp_path):
 def test_a_loss_that_stays_non_finite_stops_the_run(tmp_path):
     args = quiet_args(tmp_path, max_steps=50, max_non_finite_steps=3)
     trainer = Trainer(model=NaNAt(set(range(5, 100))), args=args, train_dataset=Regression(32))
-    with pytest.raises(NonFiniteLossError, match="NaN or infinite for 3 optimizer steps in a row .last at step 7."):
+    with pytest.raises(
+        NonFiniteLossError, match="NaN or infinite for 3 optimizer steps in a row .last at step 7."
+    ):
         trainer.train()
 
 
@@ -71,7 +82,9 @@ def test_bf16_autocasts_the_forward_on_cpu(tmp_path):
             return super().forward(x, labels)
 
     torch.manual_seed(0)
-    trainer = Trainer(model=Probe(), args=quiet_args(tmp_path, max_steps=3, bf16=True), train_dataset=Regression(32))
+    trainer = Trainer(
+        model=Probe(), args=quiet_args(tmp_path, max_steps=3, bf16=True), train_dataset=Regression(32)
+    )
     output = trainer.train()
     assert seen == [torch.bfloat16] * 3
     assert math.isfinite(output.training_loss)
@@ -93,25 +106,48 @@ def test_early_stopping_stops_after_patience_and_keeps_its_state_in_checkpoints(
             metrics["eval_loss"] = next(self.losses)
 
     early = EarlyStoppingCallback(early_stopping_patience=2)
-    args = quiet_args(tmp_path, max_steps=20, eval_strategy="steps", eval_steps=1, save_strategy="steps", save_steps=1,
-                      metric_for_best_model="eval_loss")
-    trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(64), eval_dataset=Regression(8),
-                      callbacks=[FixedEvalLoss(1.0, 0.5, 0.6, 0.55), early])
+    args = quiet_args(
+        tmp_path,
+        max_steps=20,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="steps",
+        save_steps=1,
+        metric_for_best_model="eval_loss",
+    )
+    trainer = Trainer(
+        model=make_model(),
+        args=args,
+        train_dataset=Regression(64),
+        eval_dataset=Regression(8),
+        callbacks=[FixedEvalLoss(1.0, 0.5, 0.6, 0.55), early],
+    )
     output = trainer.train()
     assert output.global_step == 4  # best at step 2, no progress at 3 and 4
     saved = trainer.state.load_from_json(latest_checkpoint(tmp_path) / "trainer_state.json")
-    assert saved.stateful_callbacks["EarlyStoppingCallback"]["attributes"] == {"early_stopping_patience_counter": 2}
+    assert saved.stateful_callbacks["EarlyStoppingCallback"]["attributes"] == {
+        "early_stopping_patience_counter": 2
+    }
 
     resumed = EarlyStoppingCallback(early_stopping_patience=3)
-    trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(64), eval_dataset=Regression(8),
-                      callbacks=[FixedEvalLoss(0.55, 0.7, 0.1), resumed])
+    trainer = Trainer(
+        model=make_model(),
+        args=args,
+        train_dataset=Regression(64),
+        eval_dataset=Regression(8),
+        callbacks=[FixedEvalLoss(0.55, 0.7, 0.1), resumed],
+    )
     trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-3"))
     assert trainer.state.global_step == 5  # the counter came back as 1: steps 4 and 5 do not improve on 0.5
 
 
 def test_early_stopping_needs_a_metric(tmp_path):
-    trainer = Trainer(model=make_model(), args=quiet_args(tmp_path, max_steps=2), train_dataset=Regression(16),
-                      callbacks=[EarlyStoppingCallback()])
+    trainer = Trainer(
+        model=make_model(),
+        args=quiet_args(tmp_path, max_steps=2),
+        train_dataset=Regression(16),
+        callbacks=[EarlyStoppingCallback()],
+    )
     with pytest.raises(TrainerConfigError, match="EarlyStoppingCallback needs 'metric_for_best_model'"):
         trainer.train()
 

@@ -25,13 +25,22 @@ class Parity(torch.utils.data.Dataset):
         return len(self.ids)
 
     def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones(8, dtype=torch.long), "labels": self.labels[i]}
+        return {
+            "input_ids": self.ids[i],
+            "attention_mask": torch.ones(8, dtype=torch.long),
+            "labels": self.labels[i],
+        }
 
 
 def tiny_bert():
     config = transformers.BertConfig(
-        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=16, num_labels=2,
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=2,
     )
     torch.manual_seed(0)
     return transformers.BertForSequenceClassification(config)
@@ -45,10 +54,17 @@ def test_a_transformers_model_trains_evaluates_and_saves_pretrained(tmp_path, mo
     def accuracy(prediction):
         return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
 
-    args = quiet_args(tmp_path, num_train_epochs=15, learning_rate=1e-2, per_device_train_batch_size=16,
-                      eval_strategy="epoch", logging_strategy="epoch")
-    trainer = Trainer(model=tiny_bert(), args=args, train_dataset=Parity(), eval_dataset=Parity(),
-                      compute_metrics=accuracy)
+    args = quiet_args(
+        tmp_path,
+        num_train_epochs=15,
+        learning_rate=1e-2,
+        per_device_train_batch_size=16,
+        eval_strategy="epoch",
+        logging_strategy="epoch",
+    )
+    trainer = Trainer(
+        model=tiny_bert(), args=args, train_dataset=Parity(), eval_dataset=Parity(), compute_metrics=accuracy
+    )
     trainer.train()
     metrics = trainer.evaluate()
     assert metrics["eval_accuracy"] >= 0.9
@@ -59,6 +75,8 @@ def test_a_transformers_model_trains_evaluates_and_saves_pretrained(tmp_path, mo
     reloaded = transformers.BertForSequenceClassification.from_pretrained(str(folder)).eval()
     batch = Parity()[0:4]
     with torch.no_grad():
-        expected = trainer.model.eval()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        expected = trainer.model.eval()(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+        ).logits
         got = reloaded(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=1e-6)

@@ -9,8 +9,8 @@ import os
 import sys
 
 import torch
-
 from trainer_tasks import Regression, make_model, quiet_args
+
 from trainer import Trainer, TrainerCallback
 
 

@@ -35,7 +35,10 @@ class DropoutMLP(torch.nn.Module):
     def __init__(self, features: int = 6, hidden: int = 16, dropout: float = 0.2) -> None:
         super().__init__()
         self.net = torch.nn.Sequential(
-            torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout), torch.nn.Linear(hidden, 1)
+            torch.nn.Linear(features, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Dropout(dropout),
+            torch.nn.Linear(hidden, 1),
         )
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:

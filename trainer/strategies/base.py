@@ -34,6 +34,9 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from trainer.data import move_to_device
+from trainer.precision import autocast as precision_autocast
+
 OptimizerFactory = Callable[[torch.nn.Module], torch.optim.Optimizer]
 SchedulerFactory = Callable[[torch.optim.Optimizer], Any]
 
@@ -143,16 +146,12 @@ class Strategy(ABC):
     # ---- added by trainer-core: defaults that a strategy may override ------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
         """The precision context of a forward pass: bf16/fp16 autocast, or nothing in full precision."""
-        from trainer.precision import autocast
-
-        return autocast(self.args, self.device)
+        return precision_autocast(self.args, self.device)
 
     def move_batch(self, batch: Any) -> Any:
         """Put a batch on this rank's device (a no-op on CPU, where the loader already made it)."""
         if self.device.type == "cpu":
             return batch
-        from trainer.data import move_to_device
-
         return move_to_device(batch, self.device)
 
     def load_model_weights(self, directory: Path, model: torch.nn.Module) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_model, save_model
 
+from trainer.data import move_to_device
 from trainer.precision import check_precision, create_grad_scaler
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory, Strategy
 
@@ -29,6 +30,12 @@ class SingleDeviceStrategy(Strategy):
         self.device = torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
         check_precision(self.args, self.device)
         self.scaler = create_grad_scaler(self.args, self.device)
+        self._on_cpu = self.device.type == "cpu"
+
+    def move_batch(self, batch: Any) -> Any:
+        return (
+            batch if self._on_cpu else move_to_device(batch, self.device)
+        )  # runs every micro-batch: keep it cheap
 
     def setup(
         self, model: torch.nn.Module, build_optimizer: OptimizerFactory, build_scheduler: SchedulerFactory

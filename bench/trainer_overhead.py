@@ -1,0 +1,259 @@
+"""Overhead of trainer.Trainer against a hand-written PyTorch loop (and transformers' Trainer), same run, one thread.
+
+    python bench/trainer_overhead.py                 # both cases
+    python bench/trainer_overhead.py --case mlp --steps 2000 --repeats 7
+
+Every contender trains the same model (same initial weights) on the same data with AdamW, gradient clipping at 1.0
+and a linear schedule, batches made by the same DataLoader collation, the loss read at logging steps only. Runs are
+interleaved (hand, ours, transformers, hand, ...) so that load from other processes hits all alike. The figure is
+seconds per optimizer step, the whole `train()` call included (setup amortised over the steps); the ratio is against
+the hand loop measured in the same run. Two cases: a small MLP (the loop's own overhead dominates) and a small
+transformer encoder (compute dominates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import math
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.utils.data import DataLoader, Dataset, default_collate
+
+LOGGING_STEPS = 50
+LEARNING_RATE = 1e-3
+
+
+# ---- the two cases ----------------------------------------------------------------------------------------------
+class DictDataset(Dataset):
+    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.tensors = tensors
+        self.length = len(next(iter(tensors.values())))
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {name: tensor[index] for name, tensor in self.tensors.items()}
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, features: int = 64, hidden: int = 128, classes: int = 10) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(features, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Linear(hidden, classes),
+        )
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"loss": torch.nn.functional.cross_entropy(self.net(x), labels)}
+
+
+class TinyTransformer(torch.nn.Module):
+    def __init__(
+        self, vocab: int = 1000, width: int = 128, layers: int = 2, heads: int = 4, classes: int = 4
+    ) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)
+        layer = torch.nn.TransformerEncoderLayer(
+            width, heads, dim_feedforward=4 * width, dropout=0.1, batch_first=True
+        )
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(width, classes)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        hidden = self.encoder(self.embed(input_ids)).mean(dim=1)
+        return {"loss": torch.nn.functional.cross_entropy(self.head(hidden), labels)}
+
+
+@dataclass
+class Case:
+    name: str
+    model: torch.nn.Module
+    data: Dataset
+    batch_size: int
+    steps: int
+
+
+def make_case(name: str, steps: int | None) -> Case:
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    if name == "mlp":
+        x = torch.randn(4096, 64, generator=generator)
+        data = DictDataset({"x": x, "labels": torch.randint(0, 10, (4096,), generator=generator)})
+        return Case("mlp", MLP(), data, batch_size=32, steps=steps or 1000)
+    ids = torch.randint(0, 1000, (1024, 64), generator=generator)
+    data = DictDataset({"input_ids": ids, "labels": torch.randint(0, 4, (1024,), generator=generator)})
+    return Case("transformer", TinyTransformer(), data, batch_size=16, steps=steps or 40)
+
+
+# ---- the contenders: each trains `case.steps` optimizer steps and returns the last logged loss ------------------
+def hand_loop(case: Case, model: torch.nn.Module, workdir: str) -> float:
+    loader = DataLoader(
+        case.data,
+        batch_size=case.batch_size,
+        shuffle=True,
+        collate_fn=default_collate,
+        generator=torch.Generator().manual_seed(0),
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1 - step / case.steps))
+    model.train()
+    step, last = 0, math.nan
+    while step < case.steps:
+        for batch in loader:
+            loss = model(**batch)["loss"]
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            if step % LOGGING_STEPS == 0:
+                last = loss.item()
+            if step == case.steps:
+                break
+    return last
+
+
+def ours(case: Case, model: torch.nn.Module, workdir: str) -> float:
+    from trainer import PrinterCallback, Trainer, TrainingArguments
+
+    args = TrainingArguments(
+        output_dir=workdir,
+        max_steps=case.steps,
+        per_device_train_batch_size=case.batch_size,
+        learning_rate=LEARNING_RATE,
+        lr_scheduler_type="linear",
+        max_grad_norm=1.0,
+        logging_steps=LOGGING_STEPS,
+        save_strategy="no",
+        disable_tqdm=True,
+        report_to="none",
+    )
+    trainer = Trainer(model=model, args=args, train_dataset=case.data, data_collator=default_collate)
+    trainer.pop_callback(PrinterCallback)  # printing is not what is measured
+    with Stopwatch() as ours.watch:
+        trainer.train()
+    return last_logged_loss(trainer.state.log_history)
+
+
+def transformers_trainer(case: Case, model: torch.nn.Module, workdir: str) -> float:
+    import transformers
+
+    args = transformers.TrainingArguments(
+        output_dir=workdir,
+        max_steps=case.steps,
+        per_device_train_batch_size=case.batch_size,
+        learning_rate=LEARNING_RATE,
+        lr_scheduler_type="linear",
+        max_grad_norm=1.0,
+        logging_steps=LOGGING_STEPS,
+        save_strategy="no",
+        disable_tqdm=True,
+        report_to="none",
+        use_cpu=True,
+        dataloader_pin_memory=False,
+        weight_decay=0.0,
+    )
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=case.data, data_collator=default_collate
+    )
+    trainer.remove_callback(transformers.PrinterCallback)
+    with Stopwatch() as transformers_trainer.watch:
+        trainer.train()
+    return last_logged_loss(trainer.state.log_history)
+
+
+def last_logged_loss(log_history: list[dict]) -> float:
+    losses = [entry["loss"] for entry in log_history if "loss" in entry]
+    return losses[-1] if losses else math.nan
+
+
+class Stopwatch:
+    """Wall time and this process's CPU time (the latter barely moves when other processes load the machine)."""
+
+    def __enter__(self) -> Stopwatch:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def timed(contender: Callable, case: Case) -> tuple[float, float, float]:
+    """(wall s/step, CPU s/step, loss) of one run: train() for the trainers, the whole loop for the hand one."""
+    model = copy.deepcopy(case.model)
+    with tempfile.TemporaryDirectory() as workdir, Stopwatch() as whole:
+        loss = contender(case, model, workdir)
+    watch = getattr(contender, "watch", whole)
+    return watch.wall / case.steps, watch.cpu / case.steps, loss
+
+
+def contenders() -> dict[str, Callable]:
+    found = {"hand loop": hand_loop, "trainer.Trainer": ours}
+    try:
+        import transformers  # noqa: F401
+
+        logging.getLogger("transformers").setLevel(logging.ERROR)
+        found["transformers.Trainer"] = transformers_trainer
+    except ImportError:
+        print("transformers is not installed: its Trainer is left out")
+    return found
+
+
+def run_case(name: str, steps: int | None, repeats: int) -> None:
+    case = make_case(name, steps)
+    runners = contenders()
+    for runner in runners.values():  # warm-up: imports, first optimizer step (torch._dynamo), allocator
+        timed(runner, make_case(name, 20))
+    wall: dict[str, list[float]] = {label: [] for label in runners}
+    cpu: dict[str, list[float]] = {label: [] for label in runners}
+    losses: dict[str, float] = {}
+    for _ in range(repeats):
+        for label, runner in runners.items():
+            wall_s, cpu_s, losses[label] = timed(runner, case)
+            wall[label].append(wall_s)
+            cpu[label].append(cpu_s)
+    print(
+        f"\n{case.name}: {case.steps} optimizer steps, batch {case.batch_size}, {repeats} interleaved repeats, "
+        "1 thread; medians (best in brackets)"
+    )
+    print(
+        f"{'contender':<22}{'CPU ms/step':>20}{'x hand (CPU)':>20}{'wall ms/step':>20}{'x hand (wall)':>20}"
+        f"{'last loss':>11}"
+    )
+    for label in runners:
+        cells = []
+        for values in (cpu, wall):
+            median, best = statistics.median(values[label]), min(values[label])
+            base_median, base_best = statistics.median(values["hand loop"]), min(values["hand loop"])
+            cells.append(f"{median * 1e3:>11.4f} ({best * 1e3:.4f})")
+            cells.append(f"{median / base_median:>13.3f} ({best / base_best:.3f})")
+        print(f"{label:<22}{cells[0]:>20}{cells[1]:>20}{cells[2]:>20}{cells[3]:>20}{losses[label]:>11.4f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=["mlp", "transformer", "all"], default="all")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="optimizer steps per run (default: 1000 mlp, 40 transformer)"
+    )
+    parser.add_argument("--repeats", type=int, default=5)
+    options = parser.parse_args()
+    torch.set_num_threads(1)
+    for name in ("mlp", "transformer") if options.case == "all" else (options.case,):
+        run_case(name, options.steps, options.repeats)
+
+
+if __name__ == "__main__":
+    main()
