@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,12 @@ def numeric_items(logs: dict[str, Any]) -> dict[str, float]:
         for name, value in logs.items()
         if name not in ("step", "epoch") and isinstance(value, numbers.Real) and not isinstance(value, bool)
     }
+
+
+def _arguments(args: Any) -> dict[str, Any] | None:
+    if args is None:
+        return None
+    return args.to_dict() if hasattr(args, "to_dict") else dict(vars(args))
 
 
 def pruned_by_sibling(kwargs: dict[str, Any]) -> bool:
@@ -65,8 +72,7 @@ class ExperimentStoreCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero or self.writer is not None:
             return
-        location = self.location
-        self.writer = BackgroundWriter(lambda: open_store(location), flush_interval=self.flush_interval)
+        self.writer = self._new_writer()
         self.writer.submit("runs", self._run_row(args))
         self._record_origin()
         if state.global_step > 0:
@@ -115,10 +121,16 @@ class ExperimentStoreCallback(TrainerCallback):
         error: str | None = None,
         data: dict[str, Any] | None = None,
     ) -> None:
-        if self.finished or self.writer is None:
-            self.finished = True
+        if self.finished:
             return
         self.finished = True
+        if self.writer is None:
+            if os.environ.get("RANK", "0") != "0":
+                return  # another rank of a distributed run; rank 0 records it
+            # Training never began (model_init or data raised): the run still gets its row and its ending.
+            self.writer = self._new_writer()
+            self.writer.submit("runs", self._run_row(None))
+            self._record_origin()
         objective = values[0] if values and math.isfinite(values[0]) else None
         extra = {"values": values, "best_step": best_step, "error": error, **(data or {})}
         self.writer.submit(
@@ -140,6 +152,10 @@ class ExperimentStoreCallback(TrainerCallback):
         assert self.writer is not None
         row = {"run_id": run_id or self.run.run_id, "time": time.time(), "kind": kind, "message": message}
         self.writer.submit("events", {**row, "data": data})
+
+    def _new_writer(self) -> BackgroundWriter:
+        location = self.location
+        return BackgroundWriter(lambda: open_store(location), flush_interval=self.flush_interval)
 
     def _record_origin(self) -> None:
         """A retry of a crashed or interrupted trial: "retried" on both runs; the earlier one ends as failed."""
@@ -168,7 +184,7 @@ class ExperimentStoreCallback(TrainerCallback):
             "name": run.name,
             "status": "running",
             "params": run.params,
-            "arguments": args.to_dict() if hasattr(args, "to_dict") else dict(vars(args)),
+            "arguments": _arguments(args),
             "started_at": time.time(),
             "host": environment.host(),
             "slot": run.slot,

@@ -44,12 +44,13 @@ class WandbCallback(TrainerCallback):
         self.finished = False
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if not state.is_world_process_zero or self.wandb_run is not None or self.mode == "disabled":
-            return
+        if state.is_world_process_zero and self.wandb_run is None and self.mode != "disabled":
+            self._start(args.to_dict() if hasattr(args, "to_dict") else dict(vars(args)))
+
+    def _start(self, arguments: dict[str, Any] | None) -> None:
         import wandb
 
         self.directory.mkdir(parents=True, exist_ok=True)
-        arguments = args.to_dict() if hasattr(args, "to_dict") else dict(vars(args))
         self.wandb_run = wandb.init(
             project=self.project or self.run.study_name or "hpo",
             entity=self.entity,
@@ -90,7 +91,11 @@ class WandbCallback(TrainerCallback):
             return
         self.finished = True
         if self.wandb_run is None:
-            return
+            if self.train_ended or self.mode == "disabled" or os.environ.get("RANK", "0") != "0":
+                return
+            self._start(
+                None
+            )  # training never began (model_init or data raised): the trial still gets its run
         summary = {"state": WANDB_STATE.get(status, status), "best_step": best_step}
         if values:
             summary["objective"] = values[0] if len(values) == 1 else list(values)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +42,7 @@ def postgres_store():
 def unique_study():
     """A study name no other test (or earlier CI run on the same database) has used."""
     return f"study-{uuid.uuid4().hex[:10]}"
+
+
+# The study manager's tiny test task and study-file writer (tests/hpo/study_task.py) serve these tests too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
