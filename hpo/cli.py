@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "best": "hpo.commands.best:best",
     "dashboard": "hpo.commands.dashboard:dashboard",
     "report": "hpo.commands.report:report",
+    "export": "hpo.commands.export:export",
+    "retrain": "hpo.commands.retrain:retrain",
 }
 
 
