@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.disk import enforce_keep_checkpoints
 from hpo.errors import ConfigError, HpoError
 from hpo.objectives import study_directions, study_metrics
-from hpo.resume import DEFAULT_MAX_RETRIES, requeue_stale_trials
+from hpo.resume import requeue_stale_trials
 from hpo.spec.errors import FieldProblem
 from hpo.trial import process_identity, record_outcome, run_trial
 
@@ -171,19 +171,17 @@ def run_trials_in_process(
 ) -> None:
     """Run trials one after another in this process until `n_trials` (a total for the study) or `timeout` seconds.
 
-    The scheduler (`hpo.scheduler.run_trials`) runs each trial in a fresh process instead; this executor keeps
-    `hpo run` working without it and serves `hyperparameter_search`-style in-process use."""
+    `hpo run` normally runs each trial in a fresh process (`hpo.scheduler`); this executor is `hpo run --in-process`,
+    for debugging a task with breakpoints, and for quick studies where a process start costs more than a trial."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    failures = 0
-    max_failures = getattr(spec.study, "max_failures", None)
-    while (remaining_trials(study, n_trials) or 0) > 0 or n_trials is None:
+    while n_trials is None or (remaining_trials(study, n_trials) or 0) > 0:
         if deadline is not None and time.monotonic() >= deadline:
             break
         trial = study.ask()
         for key, value in process_identity().items():
             trial.set_user_attr(
                 key, value
-            )  # at once: a kill from here on leaves a trial that resume can tell is stale
+            )  # at once: from here on a kill leaves a trial resume can tell is stale
         resume_from = _resume_checkpoint(trial)
         if resume_from:
             trial.set_user_attr("resumed_from_trial", trial.user_attrs.get("requeued_from_trial"))
@@ -191,14 +189,7 @@ def run_trials_in_process(
         record_outcome(study, trial, outcome)
         after_trial(spec, study)
         if report is not None:
-            report(_frozen(study, trial.number))
-        if outcome.state == TrialState.FAIL:
-            failures += 1
-            if max_failures is not None and failures >= max_failures:
-                raise HpoError(
-                    f"study stopped: {failures} trials failed in this run (study.max_failures = {max_failures}); "
-                    f"last error: {outcome.error}. Fix it, then run again: finished trials are kept"
-                )
+            report(study._storage.get_trial(trial._trial_id))  # noqa: SLF001
 
 
 def _resume_checkpoint(trial: optuna.Trial) -> str | None:
@@ -206,10 +197,24 @@ def _resume_checkpoint(trial: optuna.Trial) -> str | None:
     return path if path and Path(path).is_dir() else None
 
 
-def _frozen(study: optuna.Study, number: int) -> FrozenTrial:
-    return study._storage.get_trial(
-        study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
-    )  # noqa: SLF001
+class FailureLimit:
+    """`study.max_failures`: wraps the per-trial report and stops the study (HpoError) after that many trials of this
+    run failed by themselves (a crashed trial queued again is not counted: its retry is)."""
+
+    def __init__(self, limit: int | None, report: TrialReporter | None) -> None:
+        self.limit, self.report, self.failures = limit, report, 0
+
+    def __call__(self, trial: FrozenTrial) -> None:
+        if self.report is not None:
+            self.report(trial)
+        if trial.state != TrialState.FAIL or trial.user_attrs.get("requeued"):
+            return
+        self.failures += 1
+        if self.limit is not None and self.failures >= self.limit:
+            raise HpoError(
+                f"study stopped: {self.failures} trials failed in this run (study.max_failures = {self.limit}); "
+                f"last error: {trial.user_attrs.get('error')}. Fix it and run again: finished trials are kept"
+            )
 
 
 def execute(
@@ -221,13 +226,15 @@ def execute(
     workers: int | None = None,
     gpus: Sequence[int] | None = None,
     report: TrialReporter | None = None,
+    in_process: bool = False,
 ) -> None:
-    """Run the study's trials: through the scheduler (one process per trial) when it is there, else in this process."""
-    try:
-        from hpo.scheduler import run_trials
-    except ImportError:
+    """Run the study's trials: each in a fresh process through the scheduler, or all in this one (`in_process`)."""
+    report = FailureLimit(spec.study.max_failures, report)
+    if in_process:
         run_trials_in_process(spec, study, n_trials=n_trials, timeout=timeout, report=report)
         return
+    from hpo.scheduler import run_trials
+
     run_trials(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus, report=report)
 
 
@@ -327,6 +334,7 @@ def run_loaded_study(
     gpus: Sequence[int] | None = None,
     report: TrialReporter | None = None,
     dry_run: bool = True,
+    in_process: bool = False,
 ) -> StudySummary:
     started = time.monotonic()
     n_trials = n_trials if n_trials is not None else getattr(spec.study, "n_trials", None)
@@ -341,9 +349,17 @@ def run_loaded_study(
 
         check_metrics(spec)
     study = open_study(spec, storage=storage)
-    max_retries = getattr(getattr(spec, "resources", None), "max_retries", DEFAULT_MAX_RETRIES)
-    requeue_stale_trials(study, max_retries=max_retries)
-    execute(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus, report=report)
+    requeue_stale_trials(study, spec)
+    execute(
+        spec,
+        study,
+        n_trials=n_trials,
+        timeout=timeout,
+        workers=workers,
+        gpus=gpus,
+        report=report,
+        in_process=in_process,
+    )
     after_trial(spec, study)
     return summarize(spec, study, storage, duration_s=time.monotonic() - started)
 
@@ -364,13 +380,24 @@ def run_study(
     workers: int | None = None,
     gpus: Sequence[int] | None = None,
     report: TrialReporter | None = None,
+    dry_run: bool = True,
+    in_process: bool = False,
     **overrides: Any,
 ) -> StudySummary:
     """`hpo run` as a function. Extra keyword arguments are `--set` overrides with `__` for dots:
-    `run_study("s.yaml", n_trials=4, training__max_steps=20)`."""
+    `run_study("s.yaml", n_trials=4, training__max_steps=20)`. `in_process=True` runs every trial in this process
+    (for debugging); by default each trial runs in a fresh process."""
     from hpo.spec import load_study_spec
 
     spec = load_study_spec(path, overrides=[*set, *overrides_from_kwargs(overrides)], storage=storage)
     return run_loaded_study(
-        spec, n_trials=n_trials, timeout=timeout, storage=storage, workers=workers, gpus=gpus, report=report
+        spec,
+        n_trials=n_trials,
+        timeout=timeout,
+        storage=storage,
+        workers=workers,
+        gpus=gpus,
+        report=report,
+        dry_run=dry_run,
+        in_process=in_process,
     )

@@ -33,6 +33,7 @@ def run(
     workers: int | None,
     gpus: str | None,
     no_dry_run: bool,
+    in_process: bool,
 ) -> None:
     """Run the study in STUDY_FILE; running it again continues it."""
     from hpo.study import run_loaded_study
@@ -49,6 +50,7 @@ def run(
         gpus=_parse_gpus(gpus),
         report=lambda trial: console.print(_trial_line(trial)),
         dry_run=not no_dry_run,
+        in_process=in_process,
     )
     counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items())
     console.print(f"[bold]{summary.study_name}[/]: {counts} in {summary.duration_s or 0:.1f} s")

@@ -7,11 +7,13 @@ so the study's own folder makes it importable, in the test process and in subpro
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import torch._dynamo  # noqa: F401 - sets TORCHINDUCTOR_CACHE_DIR at import, before the env-leak check starts
 import yaml
 from torch import nn
 
@@ -30,12 +32,22 @@ class Samples(torch.utils.data.Dataset):
 
 
 class MLP(nn.Module):
-    def __init__(self, hidden: int, dropout: float) -> None:
+    """`delay` seconds of sleep per forward make a trial slow enough to be killed mid-way; `poison` makes evaluation
+    (not training) produce NaN logits, so the eval loss is not finite."""
+
+    def __init__(self, hidden: int, dropout: float, delay: float = 0.0, poison: bool = False) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(FEATURES, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, CLASSES))
+        self.net = nn.Sequential(
+            nn.Linear(FEATURES, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, CLASSES)
+        )
+        self.delay, self.poison = delay, poison
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        if self.delay:
+            time.sleep(self.delay)
         logits = self.net(x)
+        if self.poison and not self.training:
+            logits = logits * float("nan")
         out = {"logits": logits}
         if labels is not None:
             out["loss"] = nn.functional.cross_entropy(logits, labels)
@@ -45,7 +57,12 @@ class MLP(nn.Module):
 def model_init(params: dict[str, Any]) -> nn.Module:
     if params.get("explode"):
         raise RuntimeError("model_init exploded on purpose")
-    return MLP(int(params.get("hidden", 16)), float(params.get("dropout", 0.0)))
+    return MLP(
+        int(params.get("hidden", 16)),
+        float(params.get("dropout", 0.0)),
+        float(params.get("delay", 0.0)),
+        bool(params.get("poison", False)),
+    )
 
 
 def data(params: dict[str, Any]) -> tuple[Samples, Samples]:
@@ -57,7 +74,9 @@ def data(params: dict[str, Any]) -> tuple[Samples, Samples]:
 
 
 def compute_metrics(prediction: Any) -> dict[str, float]:
-    logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+    logits = (
+        prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+    )
     return {"accuracy": float((np.asarray(logits).argmax(-1) == np.asarray(prediction.label_ids)).mean())}
 
 
@@ -66,7 +85,12 @@ def write_study(folder: Path, **sections: Any) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(Path(__file__), folder / "study_task.py")
     spec: dict[str, Any] = {
-        "study": {"name": "test", "output_dir": str(folder / "out"), "metric": "accuracy", "direction": "maximize"},
+        "study": {
+            "name": "test",
+            "output_dir": str(folder / "out"),
+            "metric": "accuracy",
+            "direction": "maximize",
+        },
         "task": {
             "model_init": "study_task:model_init",
             "data": "study_task:data",
