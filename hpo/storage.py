@@ -88,7 +88,18 @@ def _sqlite_storage(url: str, heartbeat: dict[str, Any]) -> RDBStorage:
 def _postgres_storage(url: str, heartbeat: dict[str, Any]) -> RDBStorage:
     if url.startswith("postgres:"):
         url = "postgresql:" + url[len("postgres:") :]
-    return _open_rdb(url, {"pool_pre_ping": True}, heartbeat)
+    return _open_rdb(with_postgres_driver(url), {"pool_pre_ping": True}, heartbeat)
+
+
+def with_postgres_driver(url: str) -> str:
+    """A bare postgresql:// URL names SQLAlchemy's default driver (psycopg 3); use psycopg2 when only it is here."""
+    if not url.startswith("postgresql://"):
+        return url
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
+        return "postgresql+psycopg2://" + url[len("postgresql://") :]
+    return url
 
 
 def _open_rdb(url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any]) -> RDBStorage:
