@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-LOGGING_STEPS = 50
 LEARNING_RATE = 1e-3
 
 
@@ -83,6 +82,10 @@ class Case:
     batch_size: int
     steps: int
 
+    @property
+    def logging_steps(self) -> int:
+        return max(1, min(50, self.steps // 2))
+
 
 def make_case(name: str, steps: int | None) -> Case:
     generator = torch.Generator().manual_seed(0)
@@ -118,7 +121,7 @@ def hand_loop(case: Case, model: torch.nn.Module, workdir: str) -> float:
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            if step % LOGGING_STEPS == 0:
+            if step % case.logging_steps == 0:
                 last = loss.item()
             if step == case.steps:
                 break
@@ -135,7 +138,7 @@ def ours(case: Case, model: torch.nn.Module, workdir: str) -> float:
         learning_rate=LEARNING_RATE,
         lr_scheduler_type="linear",
         max_grad_norm=1.0,
-        logging_steps=LOGGING_STEPS,
+        logging_steps=case.logging_steps,
         save_strategy="no",
         disable_tqdm=True,
         report_to="none",
@@ -157,7 +160,7 @@ def transformers_trainer(case: Case, model: torch.nn.Module, workdir: str) -> fl
         learning_rate=LEARNING_RATE,
         lr_scheduler_type="linear",
         max_grad_norm=1.0,
-        logging_steps=LOGGING_STEPS,
+        logging_steps=case.logging_steps,
         save_strategy="no",
         disable_tqdm=True,
         report_to="none",

@@ -52,6 +52,17 @@ class ExportableState:
         raise NotImplementedError
 
 
+def export_callback_states(callbacks: list[Any]) -> dict[str, Any]:
+    """The state of each ExportableState callback, by class name (saved in trainer_state.json)."""
+    return {type(cb).__name__: cb.state() for cb in callbacks if isinstance(cb, ExportableState)}
+
+
+def restore_callback_states(callbacks: list[Any], saved: dict[str, Any]) -> None:
+    for callback in callbacks:
+        if isinstance(callback, ExportableState) and type(callback).__name__ in saved:
+            callback.load_state(saved[type(callback).__name__])
+
+
 def check_event_names(callback: Any) -> None:
     """Refuse a callback with an `on_*` method that is not an event (a typo would otherwise never fire)."""
     for name in dir(callback):

@@ -8,6 +8,7 @@ crash during a save leaves only a temporary folder, which listing ignores and th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -69,6 +70,18 @@ def resolve_resume(resume_from_checkpoint: bool | str | Path | None, output_dir:
     if not (path / STATE_FILE).is_file():
         raise CheckpointError(f"{path} is not a complete checkpoint: it has no {STATE_FILE}")
     return path
+
+
+def check_resumable(path: Path) -> None:
+    """A save_only_model checkpoint has weights but no optimizer or scheduler: refuse to resume from it."""
+    saved_args = (
+        json.loads((path / ARGS_FILE).read_text(encoding="utf-8")) if (path / ARGS_FILE).exists() else {}
+    )
+    if saved_args.get("save_only_model"):
+        raise CheckpointError(
+            f"{path} was saved with save_only_model (no optimizer or scheduler): training cannot resume from it; "
+            "load its model.safetensors into a new run instead"
+        )
 
 
 def _fsync_tree(folder: Path) -> None:

@@ -93,7 +93,7 @@ def evaluation_loop(
         if label_ids is not None:
             labels.append(_gather_cpu(trainer, label_ids))
         steps += 1
-        trainer.fire(Event.ON_PREDICTION_STEP)
+        trainer.fire(Event.ON_PREDICTION_STEP, eval_dataloader=loader)
     if was_training:
         model.train()
     count = len(loader.dataset) if has_length(loader.dataset) else None

@@ -34,6 +34,21 @@ class TrainerState:
     trial_params: dict[str, Any] | None = None
     stateful_callbacks: dict[str, Any] = field(default_factory=dict)
 
+    def restore_progress(self, saved: TrainerState) -> None:
+        """Take over what a checkpoint's run had done (its step, history, best metric); keep this run's plan."""
+        for name in (
+            "global_step",
+            "epoch",
+            "log_history",
+            "best_metric",
+            "best_global_step",
+            "best_model_checkpoint",
+            "num_input_tokens_seen",
+            "total_flos",
+            "stateful_callbacks",
+        ):
+            setattr(self, name, getattr(saved, name))
+
     def save_to_json(self, json_path: str | Path) -> None:
         text = json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
         Path(json_path).write_text(text, encoding="utf-8")

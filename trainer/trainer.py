@@ -7,7 +7,6 @@ Everything that is not the loop lives beside it: arguments (args.py), optimizers
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -22,9 +21,10 @@ from trainer.args import SaveStrategy, TrainingArguments
 from trainer.callbacks import (
     CallbackHandler,
     DefaultFlowCallback,
-    ExportableState,
     PrinterCallback,
     ProgressCallback,
+    export_callback_states,
+    restore_callback_states,
 )
 from trainer.data import (
     accumulation_windows,
@@ -34,7 +34,7 @@ from trainer.data import (
     tokens_in,
     train_dataloader,
 )
-from trainer.errors import CheckpointError, TrainerConfigError, TrainerError
+from trainer.errors import TrainerConfigError, TrainerError
 from trainer.evaluation import evaluation_loop
 from trainer.events import Event
 from trainer.meter import create_loss_meter
@@ -137,14 +137,12 @@ class Trainer:
         from accelerate.utils import find_executable_batch_size
 
         if checkpoint is not None:  # continue with the batch size the first run found
-            batch_size = (
-                TrainerState.load_from_json(checkpoint / ckpt.STATE_FILE).train_batch_size or batch_size
-            )
+            saved = TrainerState.load_from_json(checkpoint / ckpt.STATE_FILE)
+            batch_size = saved.train_batch_size or batch_size
         tried = [batch_size]
 
-        def halve() -> (
-            int
-        ):  # accelerate's default shrinks by 10%; halving finds a fit in fewer failed attempts
+        # accelerate's default shrinks the batch by 10% per failure; halving finds a fit in fewer failed attempts
+        def halve() -> int:
             tried.append(tried[-1] // 2)
             return tried[-1]
 
@@ -233,10 +231,8 @@ class Trainer:
         self.fire(Event.ON_PRE_OPTIMIZER_STEP)
         self._grad_norm = strategy.clip_grad_norm(model, optimizer, self.args.max_grad_norm)
         stepped = strategy.optimizer_step(model, optimizer)  # False when an fp16 step overflowed
-        if self._grad_norm is None:
-            self._grad_norm = (
-                strategy.grad_norm_after_step()
-            )  # DeepSpeed clips, and measures, inside its step
+        if self._grad_norm is None:  # DeepSpeed clips, and measures the norm, inside its step
+            self._grad_norm = strategy.grad_norm_after_step()
         self.fire(Event.ON_OPTIMIZER_STEP)
         if stepped and self._scheduler_per_step:
             self.lr_scheduler.step()
@@ -364,20 +360,20 @@ class Trainer:
                 metrics.update(self.evaluate(part, metric_key_prefix=f"{metric_key_prefix}_{name}"))
             return metrics
         self._place_model()
-        output = evaluation_loop(
-            self, self.get_eval_dataloader(dataset), metric_key_prefix, self.args.prediction_loss_only
-        )
+        loader = self.get_eval_dataloader(dataset)
+        output = evaluation_loop(self, loader, metric_key_prefix, self.args.prediction_loss_only)
         metrics = output.metrics
         self.log(metrics)
-        self.fire(Event.ON_EVALUATE, metrics=metrics)
+        self.fire(Event.ON_EVALUATE, metrics=metrics, eval_dataloader=loader)
         return metrics
 
     def predict(
         self, test_dataset: Dataset, ignore_keys: Any = None, metric_key_prefix: str = "test"
     ) -> PredictionOutput:
         self._place_model()
-        output = evaluation_loop(self, self.get_eval_dataloader(test_dataset), metric_key_prefix, False)
-        self.fire(Event.ON_PREDICT, metrics=output.metrics)
+        loader = self.get_eval_dataloader(test_dataset)
+        output = evaluation_loop(self, loader, metric_key_prefix, False)
+        self.fire(Event.ON_PREDICT, metrics=output.metrics, eval_dataloader=loader)
         return output
 
     def prediction_step(
@@ -401,11 +397,7 @@ class Trainer:
         step = state.global_step
         if state.best_global_step == step:
             state.best_model_checkpoint = str(ckpt.checkpoint_dir(args.output_dir, step))
-        state.stateful_callbacks = {
-            type(cb).__name__: cb.state()
-            for cb in self.callback_handler.callbacks
-            if isinstance(cb, ExportableState)
-        }
+        state.stateful_callbacks = export_callback_states(self.callback_handler.callbacks)
         path = ckpt.write_atomically(
             args.output_dir,
             step,
@@ -427,36 +419,18 @@ class Trainer:
 
     def _resume(self, checkpoint: Path, plan: TrainingPlan) -> tuple[int, int]:
         """Restore weights, optimizer, scheduler, state and callbacks; return (epoch, steps into it) to start at."""
-        saved_args = json.loads((checkpoint / ckpt.ARGS_FILE).read_text(encoding="utf-8"))
-        if saved_args.get("save_only_model"):
-            raise CheckpointError(
-                f"{checkpoint} was saved with save_only_model (no optimizer or scheduler): training cannot resume "
-                "from it; load its model.safetensors into a new run instead"
-            )
+        ckpt.check_resumable(checkpoint)
         saved = TrainerState.load_from_json(checkpoint / ckpt.STATE_FILE)
         self.strategy.load_checkpoint(checkpoint, self.model, self.optimizer, self.lr_scheduler)
-        for name in (
-            "global_step",
-            "epoch",
-            "log_history",
-            "best_metric",
-            "best_global_step",
-            "best_model_checkpoint",
-            "num_input_tokens_seen",
-            "total_flos",
-            "stateful_callbacks",
-        ):
-            setattr(self.state, name, getattr(saved, name))
-        for callback in self.callback_handler.callbacks:
-            if isinstance(callback, ExportableState) and type(callback).__name__ in saved.stateful_callbacks:
-                callback.load_state(saved.stateful_callbacks[type(callback).__name__])
-        if self.args.ignore_data_skip or plan.steps_per_epoch is None:
-            return (
-                (0, 0)
-                if plan.steps_per_epoch
-                else (0, 0 if self.args.ignore_data_skip else saved.global_step)
-            )
-        return divmod(saved.global_step, plan.steps_per_epoch)
+        self.state.restore_progress(saved)
+        restore_callback_states(self.callback_handler.callbacks, saved.stateful_callbacks)
+        skip_seen = (
+            not self.args.ignore_data_skip
+        )  # ignore_data_skip: start the current epoch from its beginning
+        if plan.steps_per_epoch is None:  # a dataset without length is one long epoch
+            return 0, saved.global_step if skip_seen else 0
+        epoch, steps_into_epoch = divmod(saved.global_step, plan.steps_per_epoch)
+        return epoch, steps_into_epoch if skip_seen else 0
 
     def _finish_training(self) -> TrainOutput:
         state = self.state

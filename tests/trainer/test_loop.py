@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import Dataset
 from trainer_tasks import DropoutMLP, Regression, TupleMLP, make_model, quiet_args, tuple_regression
 
-from trainer import EvalPrediction, Trainer, TrainerConfigError, TrainerError
+from trainer import EvalPrediction, Trainer, TrainerCallback, TrainerConfigError, TrainerError
 
 
 def test_dict_batches_train_and_the_loss_falls(tmp_path):
@@ -232,3 +232,65 @@ def test_metric_for_best_model_missing_from_the_metrics_is_named(tmp_path):
     trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(16), eval_dataset=Regression(8))
     with pytest.raises(TrainerConfigError, match="no 'eval_accuracy'; the metrics are"):
         trainer.train()
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        data = Regression(32)
+        for i in range(len(data)):
+            yield data[i]
+
+
+def test_an_iterable_dataset_trains_for_max_steps(tmp_path):
+    trainer = Trainer(model=make_model(), args=quiet_args(tmp_path, max_steps=10), train_dataset=Stream())
+    assert trainer.train().global_step == 10  # 4 batches per pass: the stream is read again
+    with pytest.raises(TrainerConfigError, match="has no length: set 'max_steps'"):
+        Trainer(model=make_model(), args=quiet_args(tmp_path), train_dataset=Stream()).train()
+
+
+def test_loader_workers_give_the_same_run(tmp_path):
+    runs = []
+    for workers in (0, 1):
+        args = quiet_args(tmp_path / str(workers), max_steps=5, dataloader_num_workers=workers)
+        trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(32))
+        trainer.train()
+        runs.append(trainer.model.state_dict())
+    for name in runs[0]:
+        assert torch.equal(runs[0][name], runs[1][name])
+
+
+def test_gradient_checkpointing_needs_a_model_that_supports_it(tmp_path):
+    trainer = Trainer(
+        model=make_model(),
+        args=quiet_args(tmp_path, max_steps=1, gradient_checkpointing=True),
+        train_dataset=Regression(16),
+    )
+    with pytest.raises(TrainerConfigError, match="has no gradient_checkpointing_enable"):
+        trainer.train()
+
+
+def test_ignore_data_skip_restarts_the_current_epoch(tmp_path):
+    args = quiet_args(tmp_path, max_steps=6, save_strategy="steps", save_steps=3)  # 4 steps per epoch
+    Trainer(model=make_model(), args=args, train_dataset=Regression(32)).train()
+
+    class StepsPerEpoch(TrainerCallback):
+        def __init__(self):
+            self.epochs: list[int] = []
+
+        def on_epoch_begin(self, args, state, control, **kwargs):
+            self.epochs.append(0)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.epochs[-1] += 1
+
+    for ignore, steps_in_first_epoch in ((False, 1), (True, 4)):
+        counter = StepsPerEpoch()
+        trainer = Trainer(
+            model=make_model(),
+            args=quiet_args(tmp_path, max_steps=9, ignore_data_skip=ignore),
+            train_dataset=Regression(32),
+            callbacks=[counter],
+        )
+        trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-3"))
+        # resumed at step 3 of epoch 0: the rest of that epoch is 1 step, or all 4 when the seen batches are not skipped
+        assert counter.epochs[0] == steps_in_first_epoch
