@@ -11,9 +11,8 @@ import pytest
 from study_task import write_study
 from wandb_files import offline_runs
 
-from hpo.resume import requeue_stale_trials
 from hpo.spec import load_study_spec
-from hpo.study import open_study, run_study, run_trials_in_process
+from hpo.study import open_study, run_study
 from hpo.tracking import RunInfo, build_tracking_callbacks, finish_tracking
 from hpo.tracking.store import open_store
 from hpo.tracking.store_callback import numeric_items
@@ -21,11 +20,8 @@ from trainer import Trainer
 
 
 def run_in_process(path, n_trials: int) -> None:
-    """The study, one trial after another in this process (the scheduler's subprocess path is the slow test below)."""
-    spec = load_study_spec(path)
-    study = open_study(spec)
-    requeue_stale_trials(study)
-    run_trials_in_process(spec, study, n_trials=n_trials, timeout=None)
+    """The study, one trial after another in this process (the scheduler's subprocess path has its own slow test)."""
+    run_study(str(path), n_trials=n_trials, in_process=True)
 
 
 def test_every_log_record_of_a_trial_is_in_the_metrics_table(tmp_path):
