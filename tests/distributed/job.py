@@ -105,6 +105,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--raise-at", type=int, default=0)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--timeout", type=int, default=1800)
+    parser.add_argument(
+        "--load-best", action="store_true", help="evaluate+save every 4 steps; load the best at end"
+    )
     parser.add_argument("--eval-weights", default=None, help="only evaluate these consolidated weights")
     return parser.parse_args(argv)
 
@@ -120,6 +123,15 @@ def training_arguments(options: argparse.Namespace) -> TrainingArguments:
         extra["fsdp_config"] = {"transformer_layer_cls_to_wrap": ["Linear"]}
         if options.fsdp_sharded:
             extra["fsdp_config"]["state_dict_type"] = "SHARDED_STATE_DICT"
+    if options.load_best:
+        # "best" = the highest training-set loss seen at an evaluation: the first checkpoint, not the last one.
+        extra.update(
+            eval_strategy="steps",
+            eval_steps=4,
+            load_best_model_at_end=True,
+            metric_for_best_model="loss",
+            greater_is_better=True,
+        )
     return TrainingArguments(
         output_dir=str(Path(options.out) / "run"),
         strategy=options.strategy,
@@ -133,8 +145,8 @@ def training_arguments(options: argparse.Namespace) -> TrainingArguments:
         max_grad_norm=1.0,
         weight_decay=0.01,
         logging_steps=1,
-        save_strategy="steps" if options.save_steps else "no",
-        save_steps=options.save_steps or 500,
+        save_strategy="steps" if options.save_steps or options.load_best else "no",
+        save_steps=4 if options.load_best else options.save_steps or 500,
         bf16=options.bf16,
         ddp_timeout=options.timeout,
         disable_tqdm=True,
@@ -183,6 +195,7 @@ def run(trainer: Trainer, options: argparse.Namespace) -> dict:
         "strategy": trainer.strategy.name,
         "world_size": trainer.strategy.world_size,
         "global_step": train.global_step,
+        "best_model_checkpoint": trainer.state.best_model_checkpoint,
         "log_history": trainer.state.log_history,
         "eval": output.metrics,
         "predictions": output.predictions.tolist(),

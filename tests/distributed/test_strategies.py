@@ -217,3 +217,30 @@ def test_a_rank_that_raises_ends_the_job_quickly_with_its_error_first(jobs):
     report = job.output[job.output.index("rank 1 failed first") :]
     assert "RuntimeError: injected failure on rank 1 at step 3" in report
     assert report.index("injected failure") < report.index("rank 0 also ended")
+
+
+@pytest.mark.parametrize(
+    "setup,args",
+    [
+        ("ddp", SETUPS["ddp"]),
+        ("fsdp", SETUPS["fsdp"]),
+        ("zero2", ["--strategy", "deepspeed", "--zero-stage", "2"]),
+    ],
+)
+def test_gradient_accumulation_under_each_strategy(jobs, setup, args):
+    """Batch 4 x 2 accumulated micro-batches per rank trains like batch 8: only the last micro-batch syncs."""
+    accumulated = jobs.run(f"{setup}-accumulate", [*args, "--batch", "4", "--accumulation", "2"])
+    assert accumulated.result["global_step"] == STEPS
+    assert max_difference(accumulated.weights, reference(jobs, "ddp").weights) < SHARDED_TOLERANCE
+
+
+@pytest.mark.parametrize("setup", ["fsdp", "zero3"])
+def test_load_best_model_at_end_under_sharded_strategies(jobs, setup):
+    job = jobs.run(f"{setup}-best", [*SETUPS[setup], "--load-best"])
+    best = Path(job.result["best_model_checkpoint"])
+    assert best.name == "checkpoint-4", "the test's metric makes the first evaluated checkpoint the best"
+    best_weights = load_file(best / "model.safetensors")
+    assert max_difference(job.weights, best_weights) < 1e-6
+    assert max_difference(job.weights, reference(jobs, setup).weights) > 1e-3, (
+        "the best is not the last model"
+    )

@@ -206,3 +206,25 @@ def test_launch_layout_errors_name_the_flag():
         _check_layout(0, 1, 0)
     with pytest.raises(ValueError, match="--node-rank"):
         _check_layout(2, 2, 2)
+
+
+def test_fsdp_wraps_by_class_name_or_parameter_count():
+    from trainer.strategies.fsdp import FSDPStrategy
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = torch.nn.Linear(10, 10)  # 110 parameters
+            self.norm = torch.nn.LayerNorm(10)  # 20 parameters
+
+    model = torch.nn.Sequential(Block(), Block(), torch.nn.Linear(10, 2))
+
+    def wrapped(config: dict) -> list[torch.nn.Module]:
+        return FSDPStrategy(SimpleNamespace(fsdp_config=config))._modules_to_wrap(model)
+
+    assert wrapped({"transformer_layer_cls_to_wrap": ["Block"]}) == [model[0], model[1]]
+    assert wrapped({"min_num_params": 100}) == [model[0].inner, model[1].inner]
+    # Each unit counts only parameters no wrapped child holds: the Blocks have none left once their parts are units.
+    parts = [model[0].inner, model[0].norm, model[1].inner, model[1].norm, model[2]]
+    assert wrapped({"min_num_params": 20}) == parts
+    assert wrapped({}) == [], "without a policy only the root is sharded (as one unit)"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from trainer.strategies.parallel import (
     save_scheduler,
 )
 
+logger = logging.getLogger(__name__)
 _FULL_OPTIONS = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
@@ -73,8 +75,11 @@ class FSDPStrategy(ParallelStrategy):
             options["mp_policy"] = MixedPrecisionPolicy(
                 param_dtype=torch.bfloat16, reduce_dtype=torch.float32
             )
-        if self.config["cpu_offload"]:
+        if self.config["cpu_offload"] and self.device.type != "cpu":
             options["offload_policy"] = CPUOffloadPolicy()
+        elif self.config["cpu_offload"] and self.is_global_zero:
+            # torch's offload policy needs an accelerator; on a CPU run the shards live in CPU memory already.
+            logger.warning("fsdp_config.cpu_offload has no effect on a CPU run: the shards are in CPU memory")
         for module in self._modules_to_wrap(model):
             fully_shard(module, **options)
         fully_shard(model, **options)
