@@ -114,6 +114,10 @@ def _train_on_ranks(
         raise HpoError(f"training failed on a rank of {nproc * nnodes} (its error is shown above)")
 
 
+class Interrupted(HpoError):
+    exit_code = 130  # the shell's code for Ctrl-C
+
+
 def train_from_spec(spec: Any, resume: str | None) -> dict[str, Any]:
     """Run the training; a loss that stays non-finite becomes a clear error (exit 1) instead of a traceback."""
     from hpo.run import run_training
@@ -121,6 +125,11 @@ def train_from_spec(spec: Any, resume: str | None) -> dict[str, Any]:
 
     try:
         return run_training(spec, resume=True if resume == "latest" else resume)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted; continue from the newest checkpoint with: hpo train {spec.source} --resume "
+            f"--output-dir {spec.output_dir}"
+        ) from None
     except NonFiniteLossError as error:
         raise HpoError(
             f"training diverged: {error}\n"
