@@ -156,8 +156,9 @@ def test_export_of_a_single_train_run(tmp_path):
 
 
 def test_export_of_a_transformers_model_loads_with_from_pretrained(tmp_path, monkeypatch):
-    # deepspeed, imported by transformers' integrations on first use, sets this; undo it with the test.
-    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    # deepspeed, imported by transformers' integrations on first use, sets this variable; setenv makes monkeypatch
+    # remove it again when the test ends (a plain delenv of an absent variable would record nothing to undo).
+    monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     shutil.copy(Path(__file__).with_name("export_task.py"), tmp_path / "export_task.py")
@@ -189,3 +190,29 @@ def test_export_of_a_transformers_model_loads_with_from_pretrained(tmp_path, mon
     assert model.config.hidden_size == 16 and tokenizer("good film")["input_ids"][0] == tokenizer.cls_token_id
     assert result.reloaded["eval_loss"] == pytest.approx(result.recorded["eval_loss"], rel=1e-5)
     assert type(hpo.load_exported(tmp_path / "export")) is BertForSequenceClassification
+
+
+def test_retrain_trains_the_best_params_from_scratch_as_a_tracked_run(finished_study, tmp_path, capsys):
+    spec = load_study_spec(finished_study)
+    best = optuna.load_study(study_name="test", storage=spec.storage).best_trial
+
+    with pytest.raises(SystemExit) as stopped:
+        main(
+            [
+                "retrain",
+                str(finished_study),
+                "--out",
+                str(tmp_path / "long"),
+                "--set",
+                "training.max_steps=16",
+            ]
+        )
+
+    assert stopped.value.code == 0
+    assert f"retraining trial {best.number} of study test" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "long" / "metrics.json").read_text())
+    assert summary["global_step"] == 16
+    (run,) = open_store(spec.store_url).runs(kind="run")
+    assert run["status"] == "completed" and run["name"] == f"test-retrain-trial-{best.number}"
+    assert run["arguments"]["learning_rate"] == pytest.approx(best.params["learning_rate"])
+    assert run["arguments"]["max_steps"] == 16
