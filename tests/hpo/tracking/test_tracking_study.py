@@ -183,3 +183,22 @@ def test_parallel_trial_processes_record_every_trial(tmp_path):
             "completed",
         ]
         assert sorted({m["step"] for m in store.metrics(run_id, name="loss")}) == [4, 8, 12]
+
+
+@pytest.mark.postgres
+def test_a_postgres_study_keeps_its_store_in_the_same_database(tmp_path, postgres_url, unique_study):
+    path = write_study(
+        tmp_path,
+        study={"name": unique_study, "storage": postgres_url, "n_trials": 1, "pruner": {"type": "none"}},
+        tracking={"store": True},
+    )
+    spec = load_study_spec(path)
+    assert spec.store_url == postgres_url
+
+    run_in_process(path, n_trials=1)
+
+    store = open_store(postgres_url)
+    row = store.run(f"{unique_study}/trial-0")
+    assert row["status"] == "completed" and row["study_name"] == unique_study
+    assert {m["name"] for m in store.metrics(f"{unique_study}/trial-0")} >= {"loss", "eval_accuracy"}
+    assert not (tmp_path / "out" / "experiments.db").exists()
