@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,10 +43,17 @@ class DeepSpeedStrategy(ParallelStrategy):
 
     def _init_process_group(self, layout: distributed.RankLayout) -> bool:
         started = super()._init_process_group(layout)
+        if self.device.type == "cpu":
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")  # what DeepSpeed would guess, minus its warning
         import deepspeed
 
-        if layout.rank != 0:
-            logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+        # DeepSpeed logs its whole config and every op load at INFO, and calls torch collectives under names torch
+        # deprecates; the Trainer reports progress itself, so only DeepSpeed's warnings and errors are shown.
+        logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+        for collective in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+            warnings.filterwarnings(
+                "ignore", message=f".*{collective}. is deprecated", category=FutureWarning
+            )
         # deepspeed.comm wraps the torch process group started above instead of starting its own.
         deepspeed.init_distributed(dist_backend=distributed.default_backend(self.device), verbose=False)
         return started
