@@ -580,7 +580,8 @@ class Trainer:
             self._model_placed = True
 
     def _call_model_init(self) -> torch.nn.Module:
-        model = self.model_init()
+        # transformers also accepts `model_init(trial)` (hyperparameter search); outside a search the trial is None.
+        model = self.model_init(None) if _takes_a_trial(self.model_init) else self.model_init()
         if model is None:
             raise TrainerConfigError("model_init returned None; it must return a torch.nn.Module")
         return model
@@ -590,3 +591,14 @@ class Trainer:
             enable_full_determinism(self.args.seed)
         else:
             set_seed(self.args.seed)
+
+
+def _takes_a_trial(model_init: Any) -> bool:
+    """Whether model_init is transformers' one-argument form `model_init(trial)`."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(model_init).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in parameters)
