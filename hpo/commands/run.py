@@ -24,6 +24,9 @@ from hpo.commands.study_args import format_params, format_values, load_study, st
 @click.option(
     "--no-dry-run", is_flag=True, help="Skip the dry evaluation that checks the metric before trials start."
 )
+@click.option(
+    "--in-process", is_flag=True, help="Run every trial in this process, one after another (for debugging)."
+)
 def run(
     study_file: Path,
     storage: str | None,
