@@ -96,9 +96,13 @@ def measure(page, url: str, timeout_ms: int = 120_000) -> dict[str, float]:
     page.goto(url)
     page.wait_for_selector("body[data-painted]", timeout=timeout_ms)
     page.wait_for_selector("body[data-all-plots]", timeout=timeout_ms)
+    marks = page.evaluate(
+        "Object.fromEntries(performance.getEntriesByType('mark').map(m => [m.name, m.startTime]))"
+    )
     return {
         "first_view": page.evaluate("window.hpoPaintedMs"),
         "all_plots": page.evaluate("window.hpoAllPlotsMs"),
+        "marks": marks,
     }
 
 
@@ -109,6 +113,11 @@ def bench_study(browser, server_url: str, name: str, repeat: int) -> dict[str, f
     cold = measure(page, url)
     warm = [measure(page, url) for _ in range(repeat)]
     context.close()
+    marks = sorted(warm[-1]["marks"].items(), key=lambda item: item[1])
+    print(
+        f"{name}, last warm load (ms from navigation start): "
+        + ", ".join(f"{k[4:]} {v:.0f}" for k, v in marks)
+    )
     return {
         "cold_first_view": cold["first_view"],
         "warm_first_view": statistics.median(run["first_view"] for run in warm),

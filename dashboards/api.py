@@ -12,10 +12,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import make_url
 
 from dashboards.importance import ImportanceCache, compute_importance
+from dashboards.jsonenc import EncodedList, encode_item
 from dashboards.optuna_source import OptunaSource
 from dashboards.serialize import param_specs, study_summary, trial_to_json
 from dashboards.store_reader import StoreReader
@@ -65,6 +66,7 @@ class DashboardApi:
 
     def __post_init__(self) -> None:
         self.importance = self.importance or ImportanceCache()
+        self._finished_json: dict[tuple[str, int], str] = {}
         self.routes = {
             "/api/health": self.health,
             "/api/studies": self.studies,
@@ -118,9 +120,19 @@ class DashboardApi:
             "summary": summary,
             "params": param_specs(trials),
             "from": first,
-            "trials": [trial_to_json(trial) for trial in chosen],
+            "trials": EncodedList(self._trial_text(study.study_name, trial) for trial in chosen),
             "export": {str(number): self.export_command(number, name_trial) for number in best_numbers},
         }
+
+    def _trial_text(self, study_name: str, trial: FrozenTrial) -> str:
+        """A trial's JSON text; cached once the trial is finished (it cannot change any more)."""
+        key = (study_name, trial.number)
+        text = self._finished_json.get(key)
+        if text is None:
+            text = encode_item(trial_to_json(trial))
+            if trial.state.is_finished():
+                self._finished_json[key] = text
+        return text
 
     def export_command(self, number: int, name_trial: bool) -> str:
         """The `hpo export` command line that ships trial `number`."""

@@ -72,10 +72,8 @@ class OptunaSource:
         self._lock = threading.Lock()
 
     def study_names(self) -> list[str]:
-        return [summary.study_name for summary in self._summaries()]
-
-    def _summaries(self) -> list[optuna.study.StudySummary]:
-        return optuna.get_all_study_summaries(self.storage, include_best_trial=False)
+        # Not optuna.get_all_study_summaries: it counts every study's trials from scratch (seconds for 10,000).
+        return [study.study_name for study in self.storage.get_all_studies()]
 
     def study(self, name: str) -> optuna.Study | None:
         """The loaded study, or None when the storage holds no study of that name."""

@@ -7,7 +7,6 @@ shows the same plots. A meta Content-Security-Policy forbids any network request
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from dashboards.api import DashboardApi, trial_run_id
 from dashboards.importance import compute_importance
+from dashboards.jsonenc import encode_json
 from dashboards.server import PLOTLY_JS, STATIC_DIR
 from hpo.errors import HpoError
 
@@ -28,7 +28,7 @@ MAX_CURVE_RUNS = 5
 
 def json_for_script(value: Any) -> str:
     """JSON that cannot end the <script> element it sits in, whatever strings the study holds."""
-    text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    text = encode_json(value)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -12,7 +12,6 @@ framework would add dependencies and nothing the pages need. The safety rules li
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import threading
 from http import HTTPStatus
@@ -24,6 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 import plotly
 
 from dashboards.api import ApiError, DashboardApi
+from dashboards.jsonenc import encode_json
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATIC_DIR = PACKAGE_DIR / "static"
@@ -141,7 +141,7 @@ class DashboardHandler(BaseHTTPRequestHandler):
             Exception
         ) as error:  # one bad request must not take the server down; the page shows the message
             status, payload = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"}
-        body = json.dumps(payload, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        body = encode_json(payload).encode("utf-8")
         self._send(status, body, "application/json", {"Cache-Control": "no-store"})
 
     def _send(

@@ -48,6 +48,13 @@ HPO.query = function query(params) {
 HPO.api = async function api(path, params) {
   const key = path + "?" + HPO.query(params);
   if (HPO.report) return HPO.reportAnswer(path, params, key);
+  const prefetched = window.HPO_PREFETCH && window.HPO_PREFETCH[key];
+  if (prefetched) {
+    delete window.HPO_PREFETCH[key]; // once: later polls must see fresh data
+    const answer = await prefetched;
+    if (!answer.ok) throw new Error(answer.body.error || answer.status);
+    return answer.body;
+  }
   const response = await fetch(key, { headers: { Accept: "application/json" } });
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || response.statusText);

@@ -55,40 +55,51 @@ function minimizes(study, objective) {
 HPO.plots.history = function history(div, study, objective) {
   const complete = completeTrials(study, objective);
   if (!complete.length) return HPO.plots.empty(div, "no completed trials yet");
-  const x = [], y = [], text = [], bestY = [];
+  const x = [], y = [], text = [], bestX = [], bestY = [];
   const better = minimizes(study, objective) ? (a, b) => a < b : (a, b) => a > b;
   let best = null;
   for (const trial of complete) {
     const value = objectiveValue(trial, objective);
-    if (best === null || better(value, best)) best = value;
-    x.push(trial.number); y.push(value); text.push("trial " + trial.number); bestY.push(best);
+    // The best-so-far step line needs a point only where the best improves (and one at the end).
+    if (best === null || better(value, best)) { best = value; bestX.push(trial.number); bestY.push(best); }
+    x.push(trial.number); y.push(value); text.push("trial " + trial.number);
   }
+  bestX.push(x[x.length - 1]); bestY.push(best);
   return HPO.plots.render(div, [
-    { type: "scatter", mode: "markers", name: "trial value", x, y, text, marker: { size: 5, color: HPO.STATE_COLORS.COMPLETE, opacity: 0.7 }, hovertemplate: "%{text}<br>%{y}<extra></extra>" },
-    { type: "scatter", mode: "lines", name: "best so far", x, y: bestY, line: { color: "#d62728", width: 2, shape: "hv" }, hoverinfo: "skip" },
+    { type: markerType(x.length), mode: "markers", name: "trial value", x, y, text, marker: { size: 5, color: HPO.STATE_COLORS.COMPLETE, opacity: 0.7 }, hovertemplate: "%{text}<br>%{y}<extra></extra>" },
+    { type: "scatter", mode: "lines", name: "best so far", x: bestX, y: bestY, line: { color: "#d62728", width: 2, shape: "hv" }, hoverinfo: "skip" },
   ], { xaxis: { title: { text: "trial" } }, yaxis: { title: { text: objectiveLabel(study, objective) } } });
 };
 
+// Above this many curves the intermediate values are drawn as a density (10,000 overlapping lines say less than a
+// heat map, and draw 20 times slower), with the best trials' curves on top and the pruning steps counted below.
+const DENSITY_CURVES = 1000;
+// Above this many markers a scatter is drawn with WebGL: SVG needs one DOM node per marker.
+const WEBGL_MARKERS = 2000;
+
+function markerType(points) {
+  return points > WEBGL_MARKERS ? "scattergl" : "scatter";
+}
+
 HPO.plots.intermediate = function intermediate(div, study) {
+  const curves = study.trials.filter((t) => t.intermediate.length);
+  if (!curves.length) return HPO.plots.empty(div, "no intermediate values reported yet");
+  if (curves.length > DENSITY_CURVES) return intermediateDensity(div, study, curves);
   const traces = {};
   const stops = { x: [], y: [], text: [] };
-  let points = 0;
-  for (const trial of study.trials) {
-    if (!trial.intermediate.length) continue;
+  for (const trial of curves) {
     const trace = traces[trial.state] || (traces[trial.state] = { x: [], y: [], text: [] });
     const label = "trial " + trial.number;
     for (const [step, value] of trial.intermediate) {
       trace.x.push(step); trace.y.push(value); trace.text.push(label);
     }
     trace.x.push(null); trace.y.push(null); trace.text.push("");
-    points += trial.intermediate.length;
     if (trial.state === "PRUNED") {
       const [step, value] = trial.intermediate[trial.intermediate.length - 1];
       stops.x.push(step); stops.y.push(value); stops.text.push(label + " pruned at step " + step);
     }
   }
-  if (!points) return HPO.plots.empty(div, "no intermediate values reported yet");
-  const opacity = study.trials.length > 500 ? 0.25 : 0.7;
+  const opacity = curves.length > 300 ? 0.3 : 0.7;
   const lines = HPO.STATES.filter((state) => traces[state]).map((state) => ({
     type: "scatter", mode: "lines", name: state.toLowerCase(), x: traces[state].x, y: traces[state].y, text: traces[state].text,
     connectgaps: false, line: { color: HPO.STATE_COLORS[state], width: 1 }, opacity,
@@ -101,6 +112,42 @@ HPO.plots.intermediate = function intermediate(div, study) {
   });
   return HPO.plots.render(div, lines, { xaxis: { title: { text: "step" } }, yaxis: { title: { text: "intermediate value" } } });
 };
+
+function intermediateDensity(div, study, curves) {
+  const x = [], y = [];
+  const prunedAt = new Map();
+  for (const trial of curves) {
+    for (const [step, value] of trial.intermediate) { x.push(step); y.push(value); }
+    if (trial.state === "PRUNED") {
+      const step = trial.intermediate[trial.intermediate.length - 1][0];
+      prunedAt.set(step, (prunedAt.get(step) || 0) + 1);
+    }
+  }
+  const steps = new Set(x).size;
+  const best = completeTrials(study, 0)
+    .sort((a, b) => (minimizes(study, 0) ? 1 : -1) * (objectiveValue(a, 0) - objectiveValue(b, 0)))
+    .slice(0, 10);
+  const bestLine = { x: [], y: [], text: [] };
+  for (const trial of best) {
+    for (const [step, value] of trial.intermediate) { bestLine.x.push(step); bestLine.y.push(value); bestLine.text.push("trial " + trial.number); }
+    bestLine.x.push(null); bestLine.y.push(null); bestLine.text.push("");
+  }
+  const prunedSteps = [...prunedAt.keys()].sort((a, b) => a - b);
+  return HPO.plots.render(div, [
+    {
+      type: "histogram2d", name: "all " + curves.length + " trials", x, y, nbinsx: Math.min(steps, 80), nbinsy: 60,
+      colorscale: [[0, "rgba(255,255,255,0)"], [0.0001, "#e3ecf8"], [1, "#1f4e9c"]], showscale: false, showlegend: true,
+      hovertemplate: "step %{x}<br>value %{y}<br>%{z} values<extra></extra>",
+    },
+    { type: "scatter", mode: "lines", name: "10 best trials", x: bestLine.x, y: bestLine.y, text: bestLine.text, line: { color: "#d62728", width: 1.2 }, hovertemplate: "%{text}<br>step %{x}: %{y}<extra></extra>" },
+    { type: "bar", name: "trials pruned at this step", x: prunedSteps, y: prunedSteps.map((s) => prunedAt.get(s)), yaxis: "y2", marker: { color: HPO.STATE_COLORS.PRUNED }, hovertemplate: "%{y} pruned at step %{x}<extra></extra>" },
+  ], {
+    xaxis: { title: { text: "step" } },
+    yaxis: { title: { text: "intermediate value" }, domain: [0.3, 1] },
+    yaxis2: { title: { text: "pruned" }, domain: [0, 0.2], anchor: "x", gridcolor: "#eef0f4" },
+    bargap: 0.2,
+  });
+}
 
 // A dimension of the parallel-coordinates plot: categorical -> indices with labels, log scale -> log10 with decades.
 function dimension(spec, trials) {
@@ -155,7 +202,7 @@ HPO.plots.slices = function slices(div, study, objective) {
     const suffix = index === 0 ? "" : String(index + 1);
     const having = complete.filter((t) => spec.name in t.params);
     traces.push({
-      type: "scatter", mode: "markers", xaxis: "x" + suffix, yaxis: "y" + suffix,
+      type: markerType(complete.length), mode: "markers", xaxis: "x" + suffix, yaxis: "y" + suffix,
       x: having.map((t) => (spec.type === "categorical" ? HPO.plotText(t.params[spec.name]) : t.params[spec.name])),
       y: having.map((t) => objectiveValue(t, objective)),
       text: having.map((t) => "trial " + t.number),

@@ -32,19 +32,28 @@ class StudyView {
   }
 
   async load() {
-    this.merge(await HPO.api("/api/study", { name: this.name }));
+    // performance marks: the paint benchmark prints where the time goes.
+    const answer = await HPO.api("/api/study", { name: this.name });
+    performance.mark("hpo-data");
+    this.merge(answer);
     this.build();
     this.renderSummary();
+    performance.mark("hpo-summary");
     // First what the first screen shows; the plots below it are drawn right after, one per task, so the page is
     // readable (and scrollable) while 10,000-trial plots are still being drawn.
     const jobs = this.plotJobs();
-    await Promise.all([jobs.history(), jobs.intermediate()]);
+    await jobs.history();
+    performance.mark("hpo-history");
+    await jobs.intermediate();
+    performance.mark("hpo-intermediate");
     this.table.setRows(this.sortedTrials);
+    performance.mark("hpo-table");
     await afterPaint();
     HPO.markPainted();
     for (const key of ["parallel", "importance", "slices", "timeline", "pareto"]) {
       await nextTask();
       await jobs[key]();
+      performance.mark("hpo-" + key);
     }
     await afterPaint();
     window.hpoAllPlotsMs = performance.now();
@@ -77,7 +86,7 @@ class StudyView {
     const plot = (key, extra) => (this.plotDivs[key] = h("div", { className: "plot " + (extra || ""), id: "plot-" + key }));
     const cards = [
       HPO.card("Optimization history", plot("history")),
-      HPO.card("Intermediate values", plot("intermediate"), { note: "× marks where a pruned trial stopped" }),
+      HPO.card("Intermediate values", plot("intermediate"), { note: "pruned trials: marked where they stopped" }),
       HPO.card("Parallel coordinates", plot("parallel")),
       HPO.card("Parameter importance", plot("importance"), { note: "Optuna's PED-ANOVA, completed trials" }),
       HPO.card("Slices", plot("slices"), { wide: true }),

@@ -259,3 +259,10 @@ def build_everything(folder: Path) -> dict:
         "pareto": pareto,
         "run_ids": run_ids,
     }
+
+
+def answer(api, path: str, query: dict) -> dict:
+    """An API answer as the browser receives it (decoded JSON)."""
+    from dashboards.jsonenc import encode_json
+
+    return json.loads(encode_json(api.handle(path, query)))

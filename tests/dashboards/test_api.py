@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import optuna
 import pytest
-from dashboard_fixtures import IMG_ERROR, PARETO_STUDY, SCRIPT_CHOICE, STUDY, XSS_STUDY
+from dashboard_fixtures import IMG_ERROR, PARETO_STUDY, SCRIPT_CHOICE, STUDY, XSS_STUDY, answer
 
 
 def test_overview_lists_each_study_with_states_best_and_running(client, demo):
@@ -78,14 +78,14 @@ def test_a_live_study_shows_new_trials_without_restarting(tmp_path):
     writer = optuna.create_study(study_name="live", storage=storage)
     writer.optimize(lambda t: 1 + t.suggest_float("x", 0, 1), n_trials=3)  # all worse than 0.25 below
     api = DashboardApi(OptunaSource(storage), StoreReader(None))
-    assert len(api.handle("/api/study", {"name": "live"})["trials"]) == 3
+    assert len(answer(api, "/api/study", {"name": "live"})["trials"]) == 3
 
     running = writer.ask()
     running.report(0.5, 1)
-    body = api.handle("/api/study", {"name": "live", "from": "3"})
+    body = answer(api, "/api/study", {"name": "live", "from": "3"})
     assert [(row["number"], row["state"]) for row in body["trials"]] == [(3, "RUNNING")]
     writer.tell(running, 0.25)
-    body = api.handle("/api/study", {"name": "live", "from": "4", "refresh": "3"})
+    body = answer(api, "/api/study", {"name": "live", "from": "4", "refresh": "3"})
     assert [(row["number"], row["state"], row["values"]) for row in body["trials"]] == [
         (3, "COMPLETE", [0.25])
     ]

@@ -7,6 +7,7 @@ import uuid
 
 import optuna
 import pytest
+from dashboard_fixtures import answer
 
 pytestmark = pytest.mark.postgres
 
@@ -48,9 +49,9 @@ def test_study_and_store_on_postgres_read_only(postgres_url):
 
     assert store_beside(postgres_url) == postgres_url  # the store lives in the storage's database
     api = DashboardApi(OptunaSource(postgres_url), StoreReader(postgres_url))
-    body = api.handle("/api/study", {"name": name})
+    body = answer(api, "/api/study", {"name": name})
     assert len(body["trials"]) == 4 and body["summary"]["best"]["values"] == [pytest.approx(study.best_value)]
-    run = api.handle("/api/run", {"id": run_id})
+    run = answer(api, "/api/run", {"id": run_id})
     assert run["run"]["params"] == {"x": 0.5}
     assert run["metrics"]["loss"]["value"] == [pytest.approx(0.7)]
 
