@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import warnings
 from typing import Any, Literal
 
 from pydantic import ConfigDict, model_validator
@@ -127,7 +128,11 @@ class PrunerSpec(Section):
         _check_names(self.optuna_class(), self.options, f"pruner {self.type}")
         if self.wrapped is not None and self.type != "patient":
             raise FieldProblem("wrapped", "only a patient pruner wraps another pruner")
-        self.build()  # constructing it checks option values (e.g. percentile in [0, 100])
+        with (
+            warnings.catch_warnings()
+        ):  # a check, not a use: Optuna's "experimental" notice can wait for the study
+            warnings.simplefilter("ignore")
+            self.build()  # constructing it checks option values (e.g. percentile in [0, 100])
         return self
 
     def optuna_class(self) -> type:

@@ -9,6 +9,7 @@ can take, and combinations Optuna cannot honour (a pruner with several objective
 from __future__ import annotations
 
 import difflib
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -213,7 +214,9 @@ class StudySpec(Section):
                     )
                 grid[name] = values
         try:
-            self.study.sampler.build(grid)
+            with warnings.catch_warnings():  # a check, not a use: Optuna's "experimental" notices can wait
+                warnings.simplefilter("ignore")
+                self.study.sampler.build(grid)
         except FieldProblem as problem:
             raise FieldProblem(join_path("study.sampler", problem.field), problem.message) from problem
 
