@@ -14,13 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import PrivateAttr, model_validator
+from pydantic import PrivateAttr, field_validator, model_validator
 
 from hpo.spec.base import Section
 from hpo.spec.errors import FieldProblem, join_path
 from hpo.spec.sections import ExportSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
-from hpo.spec.training import build_training_arguments
+from hpo.spec.training import build_training_arguments, check_training_keys
 
 STUDY_ONLY = (
     "a study file key; run a study with `hpo run`, or drop it to train one configuration with `hpo train`"
@@ -43,6 +43,12 @@ class RunSpec(Section):
     export: ExportSpec = ExportSpec()
 
     _source: str | None = PrivateAttr(default=None)
+
+    @field_validator("training")
+    @classmethod
+    def _training_keys(cls, training: dict[str, Any]) -> dict[str, Any]:
+        check_training_keys(training)  # here, so a misspelt key is reported beside other field problems
+        return training
 
     @model_validator(mode="after")
     def _check_training(self) -> RunSpec:

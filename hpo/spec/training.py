@@ -61,4 +61,5 @@ def _split_message(message: str, values: dict[str, Any]) -> tuple[str | None, st
     field = field or next((q for q in quoted if q in names), None)
     if field is not None:
         message = message.removeprefix(f"training argument '{field}' ")
+        message = f"value {message}" if message.startswith("is ") else message
     return field, message

@@ -344,3 +344,14 @@ def test_overrides_reach_the_search_space(tmp_path):
     assert spec.search_space["learning_rate"].high == 1e-2 and spec.study.n_trials == 9
     with pytest.raises(ConfigError, match="search_space.learning_rate.low: must be > 0 when log is true"):
         load_study_spec(path, overrides=["search_space.learning_rate.low=0"])
+
+
+def test_every_field_problem_is_reported_at_once():
+    data = study(**{"study.n_trials": -1, "training.lerning_rate": 1, "search_space.learning_rate.low": 0})
+    with pytest.raises(SpecError) as caught:
+        parse_study_spec(data, source="study.yaml")
+    assert [path for path, _ in caught.value.problems] == [
+        "study.n_trials",
+        "training.lerning_rate",
+        "search_space.learning_rate.low",
+    ]
