@@ -54,11 +54,18 @@ def fail_running_trial(
     counts_as_retry: bool,
     extra_attrs: dict[str, Any] | None = None,
 ) -> int | None:
-    """Mark a RUNNING trial FAIL with `reason` and queue a retry. Returns the retry's trial number slot, or None."""
+    """Mark a RUNNING trial FAIL with `reason` and queue a retry. Returns the failed trial's number when a retry was
+    queued, else None (retries used up, or another process ended the trial first).
+
+    Optuna freezes a finished trial's attributes, so they are written first, then the state changes; only the process
+    whose state change succeeds queues the retry."""
     storage = study._storage  # noqa: SLF001 - the trial object may live in another process
-    for key, value in {"error": reason, **(extra_attrs or {})}.items():
-        storage.set_trial_user_attr(trial_id, key, value)
+    trial = storage.get_trial(trial_id)
+    allowed = policy.allows(trial, counts_as_retry)
+    error = reason if allowed else f"{reason}; not retried: resources.max_retries = {policy.max_retries} used"
     try:
+        for key, value in {**(extra_attrs or {}), "error": error, "requeued": allowed}.items():
+            storage.set_trial_user_attr(trial_id, key, value)
         if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
             return None
     except optuna.exceptions.UpdateFinishedTrialError:
@@ -69,17 +76,9 @@ def fail_running_trial(
 def requeue(
     study: optuna.Study, trial: FrozenTrial, reason: str, policy: RetryPolicy, *, counts_as_retry: bool
 ) -> int | None:
-    """Queue the parameters of a trial that this process has just failed. Returns its number, or None when the
-    retry budget is spent."""
-    storage = study._storage  # noqa: SLF001
-    allowed = policy.allows(trial, counts_as_retry)
-    storage.set_trial_user_attr(trial._trial_id, "requeued", allowed)  # noqa: SLF001
-    if not allowed:
-        storage.set_trial_user_attr(
-            trial._trial_id,  # noqa: SLF001
-            "error",
-            f"{reason}; not retried: resources.max_retries = {policy.max_retries} retries used",
-        )
+    """Queue again the parameters of a trial this process has just failed (its `requeued` attribute says whether
+    it may be). Returns its number, or None when the retry budget is spent."""
+    if not trial.user_attrs.get("requeued"):
         return None
     retries = int(trial.user_attrs.get("retry_count", 0)) + (1 if counts_as_retry else 0)
     attrs: dict[str, Any] = {
@@ -98,19 +97,23 @@ def requeue(
     return trial.number
 
 
-class StaleTrialRequeuer:
-    """Optuna's heartbeat-stale callback: a trial whose heartbeat stopped (its worker died) was just failed by
-    `optuna.storages.fail_stale_trials`; queue it again to resume from its checkpoint."""
+def fail_stale_trials(study: optuna.Study, policy: RetryPolicy) -> list[int]:
+    """Fail the trials whose heartbeat stopped for longer than the grace period (their worker died, on any machine)
+    and queue them again. Returns the numbers of the trials queued again.
 
-    def __init__(self, policy: RetryPolicy, on_requeue: Any = None) -> None:
-        self.policy = policy
-        self.on_requeue = on_requeue
-
-    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        worker = trial.user_attrs.get("worker", "?")
+    Optuna's own `fail_stale_trials` fails them before its callback runs, when their attributes can no longer be
+    written; this does the same steps in the order `fail_running_trial` needs."""
+    storage = study._storage  # noqa: SLF001
+    backend = getattr(storage, "_backend", storage)
+    if not hasattr(backend, "_get_stale_trial_ids") or backend.get_heartbeat_interval() is None:
+        return []
+    requeued = []
+    for trial_id in backend._get_stale_trial_ids(study._study_id):  # noqa: SLF001
+        worker = storage.get_trial(trial_id).user_attrs.get("worker", "?")
         reason = f"crashed: no heartbeat from worker {worker} within the grace period"
-        study._storage.set_trial_user_attr(trial._trial_id, "error", reason)  # noqa: SLF001
-        study._storage.set_trial_user_attr(trial._trial_id, "crashed", True)  # noqa: SLF001
-        requeue(study, trial, reason, self.policy, counts_as_retry=True)
-        if self.on_requeue is not None:
-            self.on_requeue(trial, reason)
+        number = fail_running_trial(
+            study, trial_id, reason, policy, counts_as_retry=True, extra_attrs={"crashed": True}
+        )
+        if number is not None:
+            requeued.append(number)
+    return requeued

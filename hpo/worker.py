@@ -31,7 +31,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from hpo.requeue import RetryPolicy, StaleTrialRequeuer, fail_running_trial, requeue
+from hpo.requeue import RetryPolicy, fail_running_trial, fail_stale_trials
 from hpo.slots import Slot
 from hpo.storage import claim_lock, create_storage
 from hpo.worker_child import ChildResult, TrialJob, die_with_parent, run_trial_processes, write_status
@@ -81,16 +81,14 @@ def worker_identity() -> str:
 
 
 # ---- opening ----------------------------------------------------------------------------------------------------
-def open_worker_study(config: WorkerConfig, on_requeue: Any = None) -> optuna.Study:
+def open_worker_study(config: WorkerConfig) -> optuna.Study:
     """The study on a storage with this worker's heartbeat; the sampler seeded apart from other workers'."""
     from hpo.study import build_pruner, build_sampler
 
-    policy = retry_policy(config)
     storage = create_storage(
         config.storage_url,
         heartbeat_interval=config.resource("heartbeat_interval", 10),
         grace_period=config.resource("grace_period", 60),
-        stale_trial_callback=StaleTrialRequeuer(policy, on_requeue),
     )
     existing = len(
         storage.get_all_trials(storage.get_study_id_from_name(config.spec.study.name), deepcopy=False)
@@ -108,13 +106,17 @@ def retry_policy(config: WorkerConfig) -> RetryPolicy:
 
 
 # ---- claiming -------------------------------------------------------------------------------------------------------
-def claim_trial(study: optuna.Study, n_trials: int | None, lock_dir: Path) -> optuna.Trial | str | None:
+def claim_trial(
+    study: optuna.Study, n_trials: int | None, lock_dir: Path, policy: RetryPolicy | None = None
+) -> optuna.Trial | str | None:
     """A trial to run, WAIT, or None when the study has nothing left for this worker."""
     from hpo.study import remaining_trials
 
+    if policy is not None:
+        for number in fail_stale_trials(study, policy):
+            logger.warning("trial %d: its worker stopped beating; queued again", number)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # fail_stale_trials is "experimental"; ask warns about heartbeats
-        optuna.storages.fail_stale_trials(study)
+        warnings.simplefilter("ignore")  # Optuna warns that heartbeats are meant for Study.optimize
         with claim_lock(study._storage, study.study_name, lock_dir):  # noqa: SLF001
             remaining = remaining_trials(study, n_trials)
             if remaining is None or remaining > 0:
@@ -193,6 +195,21 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
         fail_running_trial(study, trial._trial_id, reason, policy, counts_as_retry=False, extra_attrs=attrs)
         _event(config, trial.number, "interrupted", f"{reason}; queued to resume", step=step)
         return "interrupted"
+    if (
+        outcome is not None
+        and outcome.state == TrialState.FAIL
+        and config.resource("retry_on_exception", False)
+    ):
+        reason = f"failed: {outcome.error}"
+        outcome.user_attrs.pop("error", None)
+        if (
+            fail_running_trial(
+                study, trial._trial_id, reason, policy, counts_as_retry=True, extra_attrs=outcome.user_attrs
+            )
+            is not None
+        ):
+            _event(config, trial.number, "retried", f"{outcome.error}; queued again (retry_on_exception)")
+        return "failed"
     if result.crashed:
         reason = result.describe_crash()
         retry = fail_running_trial(
@@ -207,10 +224,6 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
     except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError) as error:
         logger.warning("trial %d: could not record its outcome: %s", trial.number, error)
         return "lost"
-    if outcome.state == TrialState.FAIL and config.resource("retry_on_exception", False):
-        frozen = study._storage.get_trial(trial._trial_id)  # noqa: SLF001
-        if requeue(study, frozen, f"failed: {outcome.error}", policy, counts_as_retry=True) is not None:
-            _event(config, trial.number, "retried", f"{outcome.error}; queued again (retry_on_exception)")
     return outcome.state.name.lower()
 
 
@@ -252,7 +265,7 @@ def run_worker(config: WorkerConfig) -> int:
     status = status_file(config)
     while stop.level == 0 and (config.deadline is None or time.time() < config.deadline):
         claimed_at = time.time()
-        claimed = claim_trial(study, config.n_trials, lock_dir)
+        claimed = claim_trial(study, config.n_trials, lock_dir, retry_policy(config))
         if claimed is None:
             break
         if claimed == WAIT:

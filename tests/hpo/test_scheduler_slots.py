@@ -1,0 +1,74 @@
+"""Slots: which GPUs (or CPU share) each worker process gets."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpo.errors import ConfigError
+from hpo.slots import discover_gpus, make_slots
+
+
+def resources(**fields):
+    base = {"gpus_per_trial": 1, "trials_per_gpu": 1, "threads_per_trial": None, "workers": None}
+    return {**base, **fields}
+
+
+def test_one_slot_per_gpu_by_default():
+    slots = make_slots(resources(), available_gpus=[0, 1, 2, 3], cpu_count=16)
+    assert [s.devices for s in slots] == [(0,), (1,), (2,), (3,)]
+    assert [s.environment()["CUDA_VISIBLE_DEVICES"] for s in slots] == ["0", "1", "2", "3"]
+    assert all(s.ranks == 1 and s.threads == 4 for s in slots)
+
+
+def test_gpus_flag_picks_devices_and_groups_them_per_trial():
+    slots = make_slots(resources(gpus_per_trial=2), gpus=[0, 1, 3], available_gpus=[0, 1, 2, 3], cpu_count=8)
+    assert [s.devices for s in slots] == [(0, 1)]  # GPU 3 is left over: a trial needs two
+    assert slots[0].ranks == 2
+    assert slots[0].environment()["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert slots[0].label == "gpu 0,1"
+
+
+def test_trials_per_gpu_packs_small_trials():
+    slots = make_slots(resources(trials_per_gpu=2), gpus=[0, 1], available_gpus=[0, 1], cpu_count=8)
+    assert [s.devices for s in slots] == [(0,), (0,), (1,), (1,)]
+    assert [s.index for s in slots] == [0, 1, 2, 3]
+
+
+def test_unknown_gpu_is_a_config_error_naming_the_flag():
+    with pytest.raises(ConfigError, match=r"--gpus: GPU 7 not found \(this machine has: 0,1\)"):
+        make_slots(resources(), gpus=[0, 7], available_gpus=[0, 1])
+
+
+def test_too_many_gpus_per_trial_names_the_field():
+    with pytest.raises(ConfigError, match="resources.gpus_per_trial: 4 GPUs per trial, but only 2"):
+        make_slots(resources(gpus_per_trial=4), available_gpus=[0, 1])
+
+
+def test_cpu_workers_share_the_cores():
+    slots = make_slots(resources(), workers=2, available_gpus=[], cpu_count=2)
+    assert [(s.devices, s.threads, s.ranks) for s in slots] == [((), 1, 1), ((), 1, 1)]
+    assert "CUDA_VISIBLE_DEVICES" not in slots[0].environment()
+    assert slots[0].environment()["OMP_NUM_THREADS"] == "1"
+    assert [s.label for s in slots] == ["cpu 0", "cpu 1"]
+
+
+def test_cpu_threads_per_trial_and_workers_from_the_file():
+    slots = make_slots(resources(workers=3, threads_per_trial=2), available_gpus=[], cpu_count=2)
+    assert [s.threads for s in slots] == [2, 2, 2]
+
+
+def test_workers_flag_means_cpu_even_with_gpus():
+    slots = make_slots(resources(), workers=1, available_gpus=[0, 1], cpu_count=4)
+    assert slots[0].devices == () and slots[0].threads == 4
+
+
+def test_distributed_cpu_trial_splits_threads_between_ranks():
+    slots = make_slots(resources(), workers=1, ranks_per_trial=2, available_gpus=[], cpu_count=2)
+    assert (slots[0].ranks, slots[0].threads) == (2, 1)
+
+
+def test_discovery_honours_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert discover_gpus() == [2, 5]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert discover_gpus() == []
