@@ -40,7 +40,7 @@ def test_two_workers_overlap_on_disjoint_slots_and_never_exceed_n_trials(tmp_pat
     assert all(by_slot.values()), f"both slots ran trials: { {s: len(t) for s, t in by_slot.items()} }"
     for slot_trials in by_slot.values():  # a slot runs one trial at a time
         ordered = sorted(slot_trials, key=lambda t: t.datetime_start)
-        assert all(a.datetime_complete <= b.datetime_start for a, b in zip(ordered, ordered[1:]))
+        assert all(a.datetime_complete <= b.datetime_start for a, b in zip(ordered, ordered[1:], strict=False))
     assert any(_overlap(a, b) for a in by_slot["cpu 0"] for b in by_slot["cpu 1"]), (
         "the slots ran in parallel"
     )
