@@ -1,7 +1,7 @@
 """Records a run in the experiment store as the Trainer runs it.
 
     on_train_begin  runs row (params, arguments, host, slot, devices, command, packages, git commit) + "started"
-                    (or "resumed" when training continues from a checkpoint)
+    on_step_begin   (first step only) "resumed" when training continues from a checkpoint
     on_log          one metrics row per number of every log record, at the global step
     on_evaluate     "evaluated" event with the evaluation's metrics
     on_save         a checkpoint artifact (sha256 and size computed off the training thread)
@@ -67,6 +67,7 @@ class ExperimentStoreCallback(TrainerCallback):
         self.train_ended = False
         self.pruned_seen = False
         self.finished = False
+        self.first_step_seen = False
 
     # ---- Trainer events -----------------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
@@ -75,10 +76,16 @@ class ExperimentStoreCallback(TrainerCallback):
         self.writer = self._new_writer()
         self.writer.submit("runs", self._run_row(args))
         self._record_origin()
+        self._event("started", "", {"output_dir": self.run.output_dir})
+        self.first_step_seen = False
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        # The Trainer restores a checkpoint after on_train_begin, so a resumed run shows itself at its first step.
+        if self.first_step_seen or self.writer is None:
+            return
+        self.first_step_seen = True
         if state.global_step > 0:
             self._event("resumed", f"resumed at step {state.global_step}", {"global_step": state.global_step})
-        else:
-            self._event("started", "", {"output_dir": self.run.output_dir})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.writer is None or not logs:

@@ -35,7 +35,14 @@ def _metadata() -> sa.MetaData:
 class PostgresStore(ExperimentStore):
     def __init__(self, url: str) -> None:
         self.url = url
-        self.engine = sa.create_engine(with_driver(url), pool_pre_ping=True, pool_size=2, max_overflow=2)
+        # A bounded connect timeout: an unreachable server costs a trial's metrics for seconds, not minutes.
+        self.engine = sa.create_engine(
+            with_driver(url),
+            pool_pre_ping=True,
+            pool_size=2,
+            max_overflow=2,
+            connect_args={"connect_timeout": 10},
+        )
         self.metadata = _metadata()
         self.tables = self.metadata.tables
         with self.engine.begin() as conn:

@@ -100,11 +100,20 @@ def test_pruned_and_failed_trials_leave_their_events(tmp_path):
     assert "model_init exploded on purpose" in event["message"]
 
 
+def resume_point_of(spec, folder: str) -> None:
+    import study_task
+
+    train, evaluation = study_task.data({})
+    args = spec.training_arguments(folder, max_steps=8, learning_rate=0.01)
+    Trainer(model=study_task.model_init({}), args=args, train_dataset=train, eval_dataset=evaluation).train()
+
+
 def test_a_retried_trial_records_retried_on_both_runs(tmp_path):
     path = write_study(tmp_path, study={"n_trials": 1}, tracking={"store": True})
     spec = load_study_spec(path)
     study = open_study(spec)
     crashed = study.ask({"learning_rate": optuna.distributions.FloatDistribution(1e-4, 0.1, log=True)})
+    resume_point_of(spec, spec.trial_dir(0))  # it saved checkpoints 4 and 8 before it died
     dead = subprocess.Popen(["true"])
     dead.wait()  # a process that no longer exists ran this trial: it is stale
     for key, value in {"host": socket.gethostname(), "pid": dead.pid, "run_dir": spec.trial_dir(0)}.items():
@@ -121,6 +130,9 @@ def test_a_retried_trial_records_retried_on_both_runs(tmp_path):
     assert earlier["message"].startswith("queued again as trial-1")
     assert store.run("test/trial-0")["status"] == "failed"
     assert store.run("test/trial-1")["status"] == "completed"
+    (resumed,) = store.events("test/trial-1", kind="resumed")
+    assert resumed["data"]["global_step"] == 8 and retry_event["data"]["resume_from"].endswith("checkpoint-8")
+    assert min(m["step"] for m in store.metrics("test/trial-1", name="loss")) > 8
 
 
 def test_one_offline_wandb_run_per_trial_with_group_config_and_summary(tmp_path, monkeypatch):
