@@ -39,6 +39,25 @@ class ObjectiveTracker(TrainerCallback):
             record.setdefault(PARAMETER_COUNT_KEY, float(self.num_parameters))
         self.evaluations.append((state.global_step, record))
 
+    def with_history(self, log_history: list[dict[str, Any]]) -> list[tuple[int, dict[str, float]]]:
+        """The evaluations of the whole run: a run resumed from a checkpoint also has those logged before the
+        checkpoint (its restored `state.log_history`), which this tracker, started after the resume, did not see."""
+        first = self.evaluations[0][0] if self.evaluations else None
+        earlier = []
+        for entry in log_history:
+            step = entry.get("step")
+            if (
+                step is None
+                or (first is not None and step >= first)
+                or not any(k.startswith("eval_") for k in entry)
+            ):
+                continue
+            record = {k: _as_float(v) for k, v in entry.items() if k.startswith("eval_")}
+            if self.num_parameters is not None:
+                record.setdefault(PARAMETER_COUNT_KEY, float(self.num_parameters))
+            earlier.append((int(step), record))
+        return earlier + self.evaluations
+
 
 class OptunaPruningCallback(TrainerCallback):
     """Reports `metric` (eval metrics dict key, e.g. `eval_accuracy`) to the trial at the global step of each evaluation.

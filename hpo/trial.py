@@ -216,8 +216,9 @@ def score_trial(
     """The trial's state and values from its evaluations: best (or last) evaluation, PRUNED with its step, or FAIL."""
     metrics, directions = study_metrics(spec.study), study_directions(spec.study)
     objective = str(getattr(spec.study, "objective", None) or "best")
-    values, best_step = trial_values(tracker.evaluations, metrics, directions, objective)
-    final = tracker.evaluations[-1][1] if tracker.evaluations else {}
+    evaluations = tracker.with_history(list(getattr(state, "log_history", []) or []))
+    values, best_step = trial_values(evaluations, metrics, directions, objective)
+    final = evaluations[-1][1] if evaluations else {}
     attrs = {
         "best_step": best_step,
         "best_checkpoint": best_checkpoint(run_dir, best_step, state),
@@ -228,7 +229,7 @@ def score_trial(
         value = pruning.pruned_value
         pruned_values = [value] if value is not None and math.isfinite(value) else None
         return TrialOutcome(TrialState.PRUNED, pruned_values, pruning.pruned_step, None, attrs)
-    if not tracker.evaluations:
+    if not evaluations:
         error = "no evaluation ran: give the task an eval dataset (the objective is an evaluation metric)"
         return TrialOutcome(TrialState.FAIL, None, None, error, attrs)
     if values is None:
@@ -246,7 +247,12 @@ def best_checkpoint(run_dir: Path, best_step: int | None, state: Any) -> str | N
     if best_step is not None and (run_dir / f"checkpoint-{best_step}").is_dir():
         return str(run_dir / f"checkpoint-{best_step}")
     trainer_best = getattr(state, "best_model_checkpoint", None)
-    if trainer_best and Path(trainer_best).is_dir():
+    # A resumed trial's restored state may name the crashed trial's checkpoint: only this trial's own folder counts.
+    if (
+        trainer_best
+        and Path(trainer_best).is_dir()
+        and Path(trainer_best).parent.resolve() == run_dir.resolve()
+    ):
         return str(trainer_best)
     return None
 
