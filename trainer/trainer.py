@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainer import checkpoint as ckpt
-from trainer.args import SaveStrategy, TrainingArguments
+from trainer.args import IntervalStrategy, SaveStrategy, TrainingArguments
 from trainer.callbacks import (
     CallbackHandler,
     DefaultFlowCallback,
@@ -125,6 +125,11 @@ class Trainer:
         complete checkpoint in output_dir, a path continues that one."""
         if self.train_dataset is None:
             raise TrainerConfigError("train() needs a train_dataset")
+        if self.args.eval_strategy != IntervalStrategy.NO and self.eval_dataset is None:
+            raise TrainerConfigError(
+                f"eval_strategy is '{self.args.eval_strategy.value}' but the Trainer has no eval_dataset; "
+                "pass one, or set eval_strategy to 'no'"
+            )
         checkpoint = ckpt.resolve_resume(resume_from_checkpoint, self.args.output_dir)
         if self.model_init is not None and self._model_used:
             self._seed()
@@ -517,8 +522,9 @@ class Trainer:
     def get_eval_dataloader(self, dataset: Dataset) -> DataLoader:
         return eval_dataloader(dataset, self.args, self.data_collator, self.strategy.eval_sampler(dataset))
 
-    def create_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        return create_optimizer(self.args, model)
+    def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
+        """The optimizer over `model` (the placed/wrapped one during train(), else self.model)."""
+        return create_optimizer(self.args, model if model is not None else self.model)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer) -> Any:
         return create_scheduler(self.args, optimizer, num_training_steps)
@@ -601,4 +607,6 @@ def _takes_a_trial(model_init: Any) -> bool:
         parameters = inspect.signature(model_init).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in parameters)
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in parameters
+    )

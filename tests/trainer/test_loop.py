@@ -294,3 +294,14 @@ def test_ignore_data_skip_restarts_the_current_epoch(tmp_path):
         trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-3"))
         # resumed at step 3 of epoch 0: the rest of that epoch is 1 step, or all 4 when the seen batches are not skipped
         assert counter.epochs[0] == steps_in_first_epoch
+
+
+def test_evaluation_without_an_eval_dataset_fails_before_training(tmp_path):
+    trainer = Trainer(
+        model=make_model(), args=quiet_args(tmp_path, eval_strategy="epoch"), train_dataset=Regression(16)
+    )
+    with pytest.raises(
+        TrainerConfigError, match="eval_strategy is 'epoch' but the Trainer has no eval_dataset"
+    ):
+        trainer.train()
+    assert trainer.state.global_step == 0
