@@ -1,0 +1,77 @@
+"""`hpo status` and `hpo best` on a finished study; `hpo run` end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from study_task import write_study
+
+from hpo.cli import main
+
+
+def _cli(args: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+@pytest.fixture
+def finished_study(tmp_path: Path, capsys, monkeypatch) -> Path:
+    monkeypatch.setenv("COLUMNS", "220")
+    path = write_study(
+        tmp_path,
+        study={
+            "n_trials": 3,
+            "pruner": {"type": "median", "n_startup_trials": 1},
+            "enqueue": [
+                {"learning_rate": 0.05, "explode": False},
+                {"learning_rate": 1e-5, "explode": False},
+                {"learning_rate": 0.05, "explode": True},
+            ],
+        },
+        search_space={
+            "learning_rate": {"type": "float", "low": 1e-6, "high": 0.1, "log": True},
+            "explode": {"type": "categorical", "choices": [False, True]},
+        },
+    )
+    code, out, err = _cli(["run", str(path), "--in-process"], capsys)
+    assert code == 0, err
+    assert "trial   1 PRUNED   at step 4" in out
+    assert "error: RuntimeError: model_init exploded on purpose" in out
+    assert "best trial: #0 eval_accuracy = " in out
+    return path
+
+
+def test_status_shows_every_trial(finished_study: Path, capsys) -> None:
+    code, out, err = _cli(["status", str(finished_study)], capsys)
+    assert code == 0, err
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") >= 6}
+    assert "COMPLETE" in rows["0 *"] and "learning_rate=0.05" in rows["0 *"]
+    assert "PRUNED" in rows["1"] and rows["1"].rstrip("│ ").endswith("4")  # pruned at step 4
+    assert "FAIL" in rows["2"] and "explode=True" in rows["2"]
+    assert "1 complete, 1 pruned, 1 fail" in out
+
+
+def test_best_shows_parameters_and_checkpoint(finished_study: Path, capsys) -> None:
+    code, out, err = _cli(["best", str(finished_study)], capsys)
+    assert code == 0, err
+    checkpoint = finished_study.parent / "out" / "trial-0"
+    assert "trial 0: eval_accuracy = 0.8" in out
+    assert "learning_rate=0.05" in out
+    assert f"checkpoint: {checkpoint}/checkpoint-" in out
+    code, out, _ = _cli(["best", str(finished_study), "--json"], capsys)
+    (best,) = json.loads(out)
+    assert best["number"] == 0 and Path(best["best_checkpoint"], "model.safetensors").is_file()
+
+
+def test_status_of_a_study_that_does_not_exist(tmp_path: Path, capsys) -> None:
+    path = write_study(tmp_path, study={"n_trials": 1})
+    code, _, err = _cli(["status", str(path)], capsys)
+    assert code == 1
+    assert "no study database" in err and "hpo run" in err
+    other = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    code, _, err = _cli(["best", str(path), "--storage", other], capsys)
+    assert code == 1 and "elsewhere.db" in err

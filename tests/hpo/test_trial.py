@@ -1,0 +1,79 @@
+"""One trial: a fresh TrainingArguments object, a seed set before model_init, the trial's identity in the Trainer's
+state, its own folder, and the user attributes a user reads afterwards."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import torch
+from optuna.trial import TrialState
+from study_task import write_study
+
+from hpo.spec import load_study_spec
+from hpo.study import open_study
+from hpo.trial import record_outcome, run_trial
+from trainer import TrainerCallback
+
+
+class Observer(TrainerCallback):
+    """What each trial's Trainer looked like at train begin (the same instance is passed to both trials on purpose)."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.seen.append(
+            {
+                "args": args,
+                "weights": float(sum(p.detach().sum() for p in model.parameters())),
+                "trial_name": state.trial_name,
+                "trial_params": dict(state.trial_params or {}),
+                "search": state.is_hyper_param_search,
+            }
+        )
+
+
+def test_each_trial_gets_fresh_arguments_seeded_model_and_identity(tmp_path: Path) -> None:
+    spec = load_study_spec(write_study(tmp_path, study={"pruner": {"type": "none"}}))
+    defaults = spec.training_arguments().to_dict()
+    study = open_study(spec)
+    observer = Observer()
+    for learning_rate in (0.01, 0.05):
+        study.enqueue_trial({"learning_rate": learning_rate})
+    for _ in range(2):
+        torch.rand(1000)  # draw from the global generator between trials: the seed must not depend on it
+        trial = study.ask()
+        outcome = run_trial(spec, study, trial, extra_callbacks=[observer])
+        record_outcome(study, trial, outcome)
+        assert outcome.state == TrialState.COMPLETE, outcome.error
+
+    first, second = observer.seen
+    assert first["args"] is not second["args"]
+    assert first["args"].output_dir.endswith("trial-0") and second["args"].output_dir.endswith("trial-1")
+    assert (first["args"].learning_rate, second["args"].learning_rate) == (0.01, 0.05)
+    assert spec.training_arguments().to_dict() == defaults  # the spec's defaults were never mutated
+    assert first["weights"] == second["weights"]  # same seed right before model_init: same initial weights
+    assert (first["trial_name"], second["trial_name"]) == ("trial-0", "trial-1")
+    assert first["trial_params"] == {"learning_rate": 0.01} and first["search"] is True
+
+
+def test_user_attributes_of_a_completed_trial(tmp_path: Path) -> None:
+    spec = load_study_spec(write_study(tmp_path, study={"pruner": {"type": "none"}}))
+    study = open_study(spec)
+    study.enqueue_trial({"learning_rate": 0.05})
+    trial = study.ask()
+    outcome = run_trial(spec, study, trial)
+    record_outcome(study, trial, outcome)
+    frozen = study.trials[0]
+    attrs = frozen.user_attrs
+    assert frozen.state == TrialState.COMPLETE
+    assert frozen.value >= attrs["final_metrics"]["eval_accuracy"]  # the best evaluation, at least the last
+    assert attrs["best_step"] in (4, 8, 12)
+    assert attrs["best_checkpoint"] == str(Path(attrs["run_dir"]) / f"checkpoint-{attrs['best_step']}")
+    assert Path(attrs["best_checkpoint"], "model.safetensors").is_file()
+    assert attrs["run_dir"] == str(tmp_path / "out" / "trial-0")
+    assert attrs["host"] == socket.gethostname()
+    assert attrs["duration_s"] > 0
+    assert attrs["error"] is None and attrs["pruned_step"] is None
+    assert set(attrs["final_metrics"]) >= {"eval_loss", "eval_accuracy"}
