@@ -63,6 +63,8 @@ class DashboardApi:
     store: StoreReader
     study_file: str | None = None
     importance: ImportanceCache | None = None
+    # metric names by study, from the study file (used when the study did not record them itself)
+    objectives: dict[str, list[str]] | None = None
 
     def __post_init__(self) -> None:
         self.importance = self.importance or ImportanceCache()
@@ -91,7 +93,7 @@ class DashboardApi:
             for name in self.source.study_names():
                 study = self.source.study(name)
                 if study is not None:
-                    summaries.append(study_summary(study, self.source.trials(name)))
+                    summaries.append(self._summary(study, self.source.trials(name)))
         return {
             "storage": masked(self.source.url) if self.source else None,
             "study_file": self.study_file,
@@ -112,7 +114,7 @@ class DashboardApi:
         first = int_arg(query, "from", 0)
         refresh = {int(n) for n in query.get("refresh", "").split(",") if n.strip().isdigit()}
         chosen = [trial for trial in trials if trial.number >= first or trial.number in refresh]
-        summary = study_summary(study, trials)
+        summary = self._summary(study, trials)
         best_numbers = summary["best"]["numbers"]
         # One best trial is what `hpo export` picks by default; on a Pareto front each needs --trial.
         name_trial = len(best_numbers) > 1
@@ -123,6 +125,9 @@ class DashboardApi:
             "trials": EncodedList(self._trial_text(study.study_name, trial) for trial in chosen),
             "export": {str(number): self.export_command(number, name_trial) for number in best_numbers},
         }
+
+    def _summary(self, study, trials: list[FrozenTrial]) -> dict[str, Any]:
+        return study_summary(study, trials, (self.objectives or {}).get(study.study_name))
 
     def _trial_text(self, study_name: str, trial: FrozenTrial) -> str:
         """A trial's JSON text; cached once the trial is finished (it cannot change any more)."""
@@ -172,7 +177,7 @@ class DashboardApi:
             match = [trial for trial in trials if trial.number == trial_ref[1]]
             if match:
                 trial_json = trial_to_json(match[0], full=True)
-                summary = study_summary(study, trials)
+                summary = self._summary(study, trials)
                 study_info = {key: summary[key] for key in ("name", "directions", "objectives", "best")}
                 study_info["export"] = self.export_command(trial_ref[1], name_trial=True)
         row = self.store.run(run_id)

@@ -18,6 +18,7 @@ class Sources:
     store: str | None  # experiment store path or URL (None: no store)
     study_file: str | None  # the study file, for the export commands the pages show
     study_name: str | None  # the study the file names
+    objectives: list[str] | None = None  # the file's metric names, e.g. ["eval_accuracy"]
 
 
 def store_beside(storage: str) -> str:
@@ -43,7 +44,23 @@ def locate(
     from hpo.spec import StudySpec, load_spec
     from hpo.tracking.events import store_location
 
-    spec = load_spec(spec_file, overrides=list(overrides), storage=storage)
+    spec = load_spec(spec_file, overrides=list(overrides), storage=storage)  # a run file or a study file
     if isinstance(spec, StudySpec):
-        return Sources(spec.storage, store or store_location(spec), str(spec_file), spec.name)
+        metrics = list(spec.study.metrics)
+        return Sources(spec.storage, store or store_location(spec), str(spec_file), spec.name, metrics)
     return Sources(storage, store or store_location(spec), None, None)
+
+
+def open_api(sources: Sources):
+    """The API over what `sources` names (imports Optuna and SQLAlchemy: call after usage checks)."""
+    from dashboards.api import DashboardApi
+    from dashboards.optuna_source import OptunaSource
+    from dashboards.store_reader import StoreReader
+
+    source = OptunaSource(sources.storage) if sources.storage else None
+    objectives = (
+        {sources.study_name: sources.objectives} if sources.study_name and sources.objectives else None
+    )
+    return DashboardApi(
+        source, StoreReader(sources.store), study_file=sources.study_file, objectives=objectives
+    )

@@ -119,23 +119,26 @@ def best_of(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, Any]:
     return {"numbers": [trial.number for trial in front], "values": None}
 
 
-def objective_names(study: optuna.Study) -> list[str]:
-    names = study.metric_names
-    if names:
+def objective_names(study: optuna.Study, fallback: list[str] | None = None) -> list[str]:
+    """The study's metric names, else the study file's metrics, else generic names."""
+    names = study.metric_names or fallback
+    if names and len(names) == len(study.directions):
         return list(names)
     if len(study.directions) == 1:
         return ["objective"]
     return [f"objective {index}" for index in range(len(study.directions))]
 
 
-def study_summary(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, Any]:
+def study_summary(
+    study: optuna.Study, trials: list[FrozenTrial], objectives: list[str] | None = None
+) -> dict[str, Any]:
     """What the overview shows for one study."""
     starts = [trial.datetime_start for trial in trials if trial.datetime_start is not None]
     ends = [trial.datetime_complete for trial in trials if trial.datetime_complete is not None]
     return {
         "name": study.study_name,
         "directions": [direction.name.lower() for direction in study.directions],
-        "objectives": objective_names(study),
+        "objectives": objective_names(study, objectives),
         "n_trials": len(trials),
         "states": state_counts(trials),
         "best": best_of(study, trials),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hpo.errors import ConfigError, HpoError
+from hpo.errors import ConfigError
 
 
 @click.command("dashboard")
@@ -38,18 +38,14 @@ def dashboard(
     overrides: tuple[str, ...],
 ) -> None:
     """Serve the dashboard for SPEC_FILE (a study or run file) or --storage URL until Ctrl-C."""
-    from dashboards.locate import locate
+    from dashboards.locate import locate, open_api
 
     sources = locate(spec_file, storage, store, overrides)  # usage errors first, before the heavy imports
-    from dashboards.api import DashboardApi
-    from dashboards.optuna_source import OptunaSource
     from dashboards.server import start_server
-    from dashboards.store_reader import StoreReader
 
-    source = OptunaSource(sources.storage) if sources.storage else None
-    if source is not None:
-        threading.Thread(target=source.warm_up, name="hpo-dashboard-warm-up", daemon=True).start()
-    api = DashboardApi(source, StoreReader(sources.store), study_file=sources.study_file)
+    api = open_api(sources)
+    if api.source is not None:
+        threading.Thread(target=api.source.warm_up, name="hpo-dashboard-warm-up", daemon=True).start()
     try:
         server = start_server(api, host, port)
     except OSError as error:
@@ -64,9 +60,6 @@ def dashboard(
             time.sleep(3600)
     except KeyboardInterrupt:
         server.shutdown()
-    except HpoError:
-        server.shutdown()
-        raise
 
 
 def _quote(text: str) -> str:

@@ -3,20 +3,63 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import optuna
 import optuna.importance  # noqa: F401  (imports scikit-learn, which sets KMP_* variables: before any test's check)
 import pytest
 from dashboard_fixtures import build_everything
 
 from dashboards.api import DashboardApi
+from dashboards.locate import locate, open_api
 from dashboards.optuna_source import OptunaSource
 from dashboards.server import start_server
 from dashboards.store_reader import StoreReader
 
 STUDY_FILE = "studies/demo.yaml"
+HERE = Path(__file__).resolve().parent
+TINY_STUDY = HERE / "tiny_study.yaml"
+TINY_RUN = HERE / "tiny_run.yaml"
+
+
+def hpo(*args: str) -> None:
+    """Run the real `hpo` command line; fail the fixture with its output if it fails."""
+    result = subprocess.run(
+        [sys.executable, "-m", "hpo.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=HERE.parents[1],
+    )
+    assert result.returncode == 0, (
+        f"hpo {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+
+
+@pytest.fixture(scope="session")
+def real(tmp_path_factory) -> dict:
+    """A study made by really running `hpo run` on tiny_study.yaml (6 digits trials in this process: one fails, the
+    pruner stops some), and a single `hpo train` run recorded in the same experiment store."""
+    folder = tmp_path_factory.mktemp("real-study")
+    output = f"study.output_dir={folder}"
+    hpo("run", str(TINY_STUDY), "--set", output, "--in-process")
+    store = folder / "experiments.db"
+    hpo("train", str(TINY_RUN), "--output-dir", str(folder / "single"), "--set", f"tracking.store={store}")
+    sources = locate(TINY_STUDY, None, None, (output,))
+    study = optuna.load_study(study_name=sources.study_name, storage=sources.storage)
+    return {"folder": folder, "overrides": (output,), "sources": sources, "study": study, "store": store}
+
+
+@pytest.fixture(scope="session")
+def real_client(real):
+    server = start_server(open_api(real["sources"]), "127.0.0.1", 0)
+    yield Client(server.url)
+    server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture(scope="session")

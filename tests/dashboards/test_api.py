@@ -1,4 +1,5 @@
-"""The dashboard's JSON API against real studies (study.db) and a real experiment store (experiments.db)."""
+"""The JSON API on a hand-made study fixture (real Optuna studies written by `study.optimize`), for what a finished
+`hpo run` cannot show: a trial still running, several objectives, a study name holding markup, live updates."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from urllib.parse import quote
 
 import optuna
 import pytest
-from dashboard_fixtures import IMG_ERROR, PARETO_STUDY, SCRIPT_CHOICE, STUDY, XSS_STUDY, answer
+from dashboard_fixtures import PARETO_STUDY, STUDY, XSS_STUDY, answer
 
 
 def test_overview_lists_each_study_with_states_best_and_running(client, demo):
@@ -32,32 +33,9 @@ def test_overview_lists_each_study_with_states_best_and_running(client, demo):
     assert sorted(pareto["best"]["numbers"]) == sorted(t.number for t in demo["pareto"].best_trials)
 
 
-def test_study_returns_every_trial_with_params_intermediate_values_and_attrs(client, demo):
-    body = client.json(f"/api/study?name={STUDY}")
-    trials = {trial.number: trial for trial in demo["study"].get_trials()}
-    assert len(body["trials"]) == len(trials)
-    for row in body["trials"]:
-        trial = trials[row["number"]]
-        assert row["state"] == trial.state.name
-        assert row["params"] == trial.params
-        assert [step for step, _ in row["intermediate"]] == sorted(trial.intermediate_values)
-    pruned = [row for row in body["trials"] if row["state"] == "PRUNED"]
-    assert pruned, "the fixture study should have pruned trials"
-    for row in pruned:  # a pruned trial's curve ends where it was stopped
-        assert row["intermediate"][-1][0] == row["user_attrs"]["pruned_step"]
-    failed = [row for row in body["trials"] if row["state"] == "FAIL"]
-    assert failed[0]["user_attrs"]["error"] == IMG_ERROR  # raw in JSON; the page shows it as text
-    activation = next(p for p in body["params"] if p["name"] == "activation")
-    assert activation["type"] == "categorical" and SCRIPT_CHOICE in activation["choices"]
-    lr = next(p for p in body["params"] if p["name"] == "learning_rate")
-    assert lr["log"] is True and lr["type"] == "float"
-
-
-def test_best_trial_comes_with_its_export_command(client, demo):
-    body = client.json(f"/api/study?name={STUDY}")
-    best = demo["study"].best_trial.number
-    assert body["export"] == {str(best): f"hpo export studies/demo.yaml --out export-trial-{best}"}
+def test_each_pareto_trial_comes_with_its_export_command(client, demo):
     pareto = client.json(f"/api/study?name={PARETO_STUDY}")
+    assert sorted(map(int, pareto["export"])) == sorted(t.number for t in demo["pareto"].best_trials)
     for number, command in pareto["export"].items():
         assert command == f"hpo export studies/demo.yaml --trial {number} --out export-trial-{number}"
 
@@ -92,52 +70,16 @@ def test_a_live_study_shows_new_trials_without_restarting(tmp_path):
     assert body["summary"]["best"] == {"numbers": [3], "values": [0.25]}
 
 
-def test_importance_is_computed_in_the_background_then_ready(client, demo):
+def test_importance_for_each_objective_and_a_bad_objective(client):
     deadline = time.time() + 30
-    while True:
-        body = client.json(f"/api/importance?study={STUDY}&objective=0")
-        if body["status"] == "ready" or time.time() > deadline:
-            break
-        time.sleep(0.2)
-    assert body["status"] == "ready", body
-    assert set(body["importances"]) == {"learning_rate", "num_layers", "activation"}
-    assert sum(body["importances"].values()) == pytest.approx(1.0)
+    for objective in (0, 1):
+        body = client.json(f"/api/importance?study={PARETO_STUDY}&objective={objective}")
+        while body["status"] != "ready" and time.time() < deadline:
+            time.sleep(0.2)
+            body = client.json(f"/api/importance?study={PARETO_STUDY}&objective={objective}")
+        assert set(body["importances"]) == {"x", "width"}
     status, error = client.get(f"/api/importance?study={PARETO_STUDY}&objective=2")
     assert status == 400 and "out of range" in error["error"]
-
-
-def test_trial_run_has_every_metric_curve_events_and_checkpoints(client, demo):
-    body = client.json("/api/run?id=" + quote(f"{STUDY}/trial-0"))
-    assert body["trial"]["number"] == 0 and body["trial"]["state"] == "COMPLETE"
-    assert body["study"]["name"] == STUDY
-    assert body["study"]["export"] == "hpo export studies/demo.yaml --trial 0 --out export-trial-0"
-    assert {
-        "loss",
-        "eval_loss",
-        "eval_accuracy",
-        "learning_rate",
-        "grad_norm",
-        "train_samples_per_second",
-    } <= set(body["metrics"])
-    loss = body["metrics"]["loss"]
-    assert loss["step"] == sorted(loss["step"]) and len(loss["step"]) == len(loss["value"]) == 8
-    assert [event["kind"] for event in body["events"]] == ["started", "evaluated"]
-    assert body["artifacts"][0]["kind"] == "checkpoint" and body["artifacts"][0]["step"] == 80
-    assert body["run"]["arguments"]["max_steps"] == 80  # JSON columns come back decoded
-
-
-def test_failed_trial_carries_its_error_message(client):
-    body = client.json("/api/run?id=" + quote(f"{STUDY}/trial-5"))
-    assert body["trial"]["state"] == "FAIL"
-    assert body["events"][-1]["message"] == IMG_ERROR
-
-
-def test_single_runs_are_listed_and_readable(client, demo):
-    runs = client.json("/api/runs?kind=run")["runs"]
-    assert sorted(run["name"] for run in runs) == ["baseline", "wide <b>lr</b>"]
-    body = client.json("/api/run?id=" + quote(runs[0]["id"]))
-    assert body["trial"] is None and body["run"]["kind"] == "run"
-    assert len(body["metrics"]["loss"]["value"]) == 10
 
 
 def test_unknown_names_are_404_with_a_message(client):
