@@ -70,3 +70,33 @@ def test_process_dies_while_saving_then_a_new_process_resumes_bitwise(tmp_path, 
     assert_bitwise_equal(load(tmp_path / "resumed.pt"), uninterrupted)
     assert not (tmp_path / "run" / ".checkpoint-9.tmp").exists()  # replaced by the complete save of step 9
     assert (tmp_path / "run" / "checkpoint-9" / "trainer_state.json").exists()
+
+
+@pytest.mark.parametrize(
+    "extra", [{"bf16": True}, {"optim": "adafactor", "weight_decay": 0.1, "data_seed": 7}]
+)
+def test_resume_with_accumulation_and_a_short_last_window_is_bitwise_identical(tmp_path, extra):
+    from trainer_resume_worker import StopAt
+    from trainer_tasks import Regression, make_model, quiet_args
+
+    from trainer import Trainer
+
+    def run(folder, stop_at=0, resume=False):
+        # 60 samples / batch 8 = 8 micro-batches per epoch: windows of 3, 3 and 2 -> 3 steps per epoch
+        args = quiet_args(
+            folder,
+            max_steps=13,
+            gradient_accumulation_steps=3,
+            save_strategy="no",
+            lr_scheduler_type="cosine",
+            warmup_ratio=0.1,
+            **extra,
+        )
+        callbacks = [StopAt(stop_at)] if stop_at else []
+        trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(60), callbacks=callbacks)
+        trainer.train(resume_from_checkpoint=True if resume else None)
+        return trainer.model.state_dict()
+
+    full = run(tmp_path / "full")
+    run(tmp_path / "split", stop_at=5)  # step 5 is the middle of epoch 1
+    assert_bitwise_equal(run(tmp_path / "split", resume=True), full)
