@@ -90,11 +90,13 @@ class ExperimentStoreCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.writer is None or not logs:
             return
-        now = time.time()
-        epoch = logs.get("epoch", state.epoch)
-        for name, value in numeric_items(logs).items():
-            row = {"run_id": self.run.run_id, "step": state.global_step, "epoch": epoch, "name": name}
-            self.writer.submit("metrics", {**row, "value": value, "time": now})
+        # One queue item per record; the writer thread splits it into metric rows, off the training thread.
+        record = {
+            "run_id": self.run.run_id,
+            "step": state.global_step,
+            "epoch": logs.get("epoch", state.epoch),
+        }
+        self.writer.submit("log", {**record, "time": time.time(), "values": dict(logs)})
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self.writer is not None:

@@ -52,7 +52,8 @@ class BackgroundWriter:
 
     # ---- producer side (the training loop) --------------------------------------------------------------------
     def submit(self, table: str, row: dict[str, Any]) -> bool:
-        """Queue one row for `table` ("runs", "metrics", "events", "artifacts"); False when it had to be dropped."""
+        """Queue one row for `table` ("runs", "metrics", "events", "artifacts", or "log": a whole Trainer log record
+        {run_id, step, epoch, time, values}); False when it had to be dropped."""
         if self._closed:
             self._drop(1, "writer is closed")
             return False
@@ -124,6 +125,13 @@ class BackgroundWriter:
             self._store.close()
 
     def _add(self, batch: Batch, table: str, row: dict[str, Any]) -> None:
+        if table == "log":  # a whole Trainer log record: one metrics row per number in it
+            from hpo.tracking.store_callback import numeric_items
+
+            base = {k: row[k] for k in ("run_id", "step", "epoch", "time")}
+            for name, value in numeric_items(row["values"]).items():
+                batch.metrics.append({**base, "name": name, "value": value})
+            return
         if table == "artifacts" and row.get("sha256") is None:
             try:
                 from hpo.tracking.digest import digest_path
