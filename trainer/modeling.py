@@ -69,3 +69,10 @@ def prepare_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.M
         model.compile()  # in place: the module and its state_dict keys stay as they are
         model._trainer_compiled = True
     return model
+
+
+def training_flos_per_token(model: torch.nn.Module) -> int:
+    """Floating-point operations of a forward and backward pass per input token: 6 x the non-embedding parameters
+    (the estimate transformers uses for `total_flos`). Counted once, so the loop pays nothing per step."""
+    embedding = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
+    return 6 * sum(p.numel() for p in model.parameters() if id(p) not in embedding)

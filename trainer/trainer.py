@@ -38,7 +38,7 @@ from trainer.errors import TrainerConfigError, TrainerError
 from trainer.evaluation import evaluation_loop
 from trainer.events import Event
 from trainer.meter import create_loss_meter
-from trainer.modeling import call_model, labels_of, prepare_model, split_labels
+from trainer.modeling import call_model, labels_of, prepare_model, split_labels, training_flos_per_token
 from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
 from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits
 from trainer.plan import TrainingPlan, build_plan
@@ -310,6 +310,7 @@ class Trainer:
         if self._tokens_since_log:
             rates["train_tokens_per_second"] = round(self._tokens_since_log / elapsed, 3)
         self.state.num_input_tokens_seen += self._tokens_since_log
+        self.state.total_flos += self._tokens_since_log * self._flos_per_token
         self._samples_done += self._samples_since_log
         self._last_log_time, self._last_log_step = now, self.state.global_step
         self._samples_since_log = self._tokens_since_log = 0
@@ -333,8 +334,9 @@ class Trainer:
                 f"'{name}'; the metrics are {sorted(metrics)} (with a dict of eval datasets, name one, "
                 "e.g. 'eval_<dataset>_loss')"
             )
-        if not steps_with_scheduler(self.lr_scheduler) and self.lr_scheduler is not None:
-            self.lr_scheduler.step(metrics[name or "eval_loss"])
+        plateau_metric = metrics.get(name or "eval_loss")
+        if self.lr_scheduler is not None and not self._scheduler_per_step and plateau_metric is not None:
+            self.lr_scheduler.step(plateau_metric)  # ReduceLROnPlateau follows evaluations, not steps
         return self._update_best(metrics.get(name)) if name else False
 
     def _update_best(self, value: float | None) -> bool:
@@ -446,6 +448,7 @@ class Trainer:
                 self._loss_sum += mean * steps
                 self._loss_steps += steps
         state.num_input_tokens_seen += self._tokens_since_log
+        state.total_flos += self._tokens_since_log * self._flos_per_token
         self._tokens_since_log = 0
         best = state.best_model_checkpoint
         if self.args.load_best_model_at_end and best and Path(best).is_dir():
@@ -577,6 +580,7 @@ class Trainer:
         self._loss_sum, self._loss_steps = 0.0, 0
         self._grad_norm = None
         self._samples_since_log = self._tokens_since_log = self._samples_done = 0
+        self._flos_per_token = training_flos_per_token(self.strategy.unwrap(self.model))
         self._train_start = self._last_log_time = time.perf_counter()
         self._first_step = self._last_log_step = self.state.global_step
 

@@ -95,6 +95,7 @@ def test_tokens_are_counted_when_batches_hold_input_ids(tmp_path):
     )
     output = trainer.train()
     assert trainer.state.num_input_tokens_seen == 4 * 4 * 5
+    assert trainer.state.total_flos == 6 * (4 + 1) * 4 * 4 * 5  # 6 x non-embedding parameters (head) x tokens
     assert "train_tokens_per_second" in trainer.state.log_history[0]
     assert output.metrics["train_tokens_per_second"] > 0
 
