@@ -8,6 +8,7 @@ Without an API key the mode is offline: runs are written under `<study output_di
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 from hpo.tracking.run_info import RunInfo
 from hpo.tracking.store_callback import numeric_items, pruned_by_sibling
 from trainer.callbacks import TrainerCallback
+
+logger = logging.getLogger(__name__)
 
 # The summary's state, in wandb's words, for each status of the store.
 WANDB_STATE = {"completed": "complete", "pruned": "pruned", "failed": "failed", "interrupted": "interrupted"}
@@ -48,10 +51,21 @@ class WandbCallback(TrainerCallback):
             self._start(args.to_dict() if hasattr(args, "to_dict") else dict(vars(args)))
 
     def _start(self, arguments: dict[str, Any] | None) -> None:
+        try:
+            self.wandb_run = self._init(arguments)
+        except (
+            Exception
+        ) as error:  # wandb that cannot start (no network, bad entity) costs the wandb run only
+            logger.warning(
+                "wandb run for %s not started: %s: %s", self.run.run_id, type(error).__name__, error
+            )
+            self.mode = "disabled"
+
+    def _init(self, arguments: dict[str, Any] | None) -> Any:
         import wandb
 
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.wandb_run = wandb.init(
+        return wandb.init(
             project=self.project or self.run.study_name or "hpo",
             entity=self.entity,
             group=self.run.study_name if self.run.kind == "trial" else None,
@@ -71,7 +85,10 @@ class WandbCallback(TrainerCallback):
             values = {k: v for k, v in numeric_items(logs).items() if math.isfinite(v)}
             if "epoch" in logs:
                 values["epoch"] = float(logs["epoch"])
-            self.wandb_run.log(values, step=state.global_step)
+            try:
+                self.wandb_run.log(values, step=state.global_step)
+            except Exception as error:
+                logger.warning("wandb log at step %d failed: %s", state.global_step, error)
 
     def on_train_end(self, args, state, control, **kwargs):
         self.train_ended = True

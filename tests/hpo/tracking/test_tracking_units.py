@@ -71,3 +71,24 @@ def test_wandb_mode_defaults_to_offline_without_an_api_key(monkeypatch):
     assert default_mode(None) == "offline"
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     assert default_mode(None) == "online" and default_mode("disabled") == "disabled"
+
+
+def test_wandb_that_cannot_start_costs_the_wandb_run_not_the_trial(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from trainer import TrainerControl, TrainerState, TrainingArguments
+
+    from hpo.tracking.wandb_callback import WandbCallback
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:1")  # nothing listens there
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "5")
+    run = RunInfo(kind="trial", study_name="s", trial_number=0, output_dir=str(tmp_path))
+    callback = WandbCallback(SimpleNamespace(mode="online", project="p"), run, directory=tmp_path)
+    args, state, control = TrainingArguments(output_dir=str(tmp_path)), TrainerState(), TrainerControl()
+
+    callback.on_train_begin(args, state, control)
+    callback.on_log(args, state, control, logs={"loss": 1.0})
+    callback.finish("completed", [0.5])
+
+    assert callback.wandb_run is None and callback.mode == "disabled"
