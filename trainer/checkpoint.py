@@ -111,8 +111,16 @@ def write_atomically(
     if is_main:
         _fsync_tree(temporary)
         _replace(temporary, final)
+        remove_stale_temporaries(output_dir)
     barrier()
     return final
+
+
+def remove_stale_temporaries(output_dir: str | Path) -> None:
+    """Delete half-written folders that crashed saves left behind (only one save runs at a time per output_dir)."""
+    for path in Path(output_dir).glob(f".{PREFIX}-*"):
+        if path.is_dir() and path.suffix in (".tmp", ".old"):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _replace(source: Path, target: Path) -> None:

@@ -121,6 +121,19 @@ def test_an_exception_during_a_save_leaves_no_checkpoint_folder(tmp_path, monkey
     assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-2"]
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
     assert resolve_resume(True, tmp_path) == tmp_path / "checkpoint-2"
+    assert (tmp_path / ".checkpoint-4.tmp").is_dir()
+
+    monkeypatch.undo()
+    resumed = Trainer(
+        model=make_model(),
+        args=quiet_args(tmp_path, max_steps=3, save_strategy="steps", save_steps=3),
+        train_dataset=Regression(64),
+    )
+    resumed.train(resume_from_checkpoint=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint-2",
+        "checkpoint-3",
+    ]  # the stale one is gone
 
 
 def test_resume_errors_are_clear(tmp_path):
