@@ -219,4 +219,5 @@ def _trainer_for_trial(trainer: Any, args: Any, callbacks: list[Any], model_init
         callbacks=callbacks,
         preprocess_logits_for_metrics=getattr(trainer, "preprocess_logits_for_metrics", None),
         compute_loss_func=getattr(trainer, "compute_loss_func", None),
+        processing_class=getattr(trainer, "processing_class", None),
     )
