@@ -109,3 +109,20 @@ def test_reduce_on_plateau_lowers_the_rate_after_evaluations_without_progress(tm
     trainer.evaluate = lambda *a, **k: {**original(*a, **k), "eval_loss": 1.0}
     trainer.train()
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.5**5)
+
+
+def test_optimizers_passed_in_are_used_as_they_are(tmp_path):
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.1)
+    trainer = Trainer(
+        model=model,
+        args=quiet_args(tmp_path, max_steps=4),
+        train_dataset=Regression(32),
+        optimizers=(optimizer, scheduler),
+    )
+    trainer.train()
+    assert trainer.optimizer is optimizer and trainer.lr_scheduler is scheduler
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.05 * 0.01)
+    with pytest.raises(TrainerConfigError, match="optimizers cannot be passed with model_init"):
+        Trainer(model_init=make_model, args=quiet_args(tmp_path), optimizers=(optimizer, None))
