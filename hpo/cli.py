@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "report": "hpo.commands.report:report",
     "export": "hpo.commands.export:export",
     "retrain": "hpo.commands.retrain:retrain",
+    "worker": "hpo.commands.worker:worker",
 }
 
 

@@ -1,0 +1,83 @@
+"""Slower crash paths: a SIGKILLed worker (its trial found stale by heartbeat), and a second Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from optuna.trial import TrialState
+from scheduler_support import (
+    MAX_STEPS,
+    alive,
+    kill_quietly,
+    running_trial_with_checkpoint,
+    slow_study,
+    start_hpo,
+    trials,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_killed_worker_is_replaced_and_its_stale_trial_resumes(tmp_path):
+    slow_study(tmp_path)  # heartbeat every 1 s, stale after 3 s
+    run = start_hpo(tmp_path, "run", "--n-trials", "1")
+    try:
+        victim = wait_for(
+            lambda: running_trial_with_checkpoint(tmp_path, 0, 8), what="trial 0 at checkpoint-8"
+        )
+        worker_pid = int(victim.user_attrs["worker"].rsplit(":", 1)[1])
+        os.kill(worker_pid, signal.SIGKILL)
+        wait_for(
+            lambda: not alive(victim.user_attrs["pid"]), timeout=10, what="the trial to die with its worker"
+        )
+        output, _ = run.communicate(timeout=240)
+    finally:
+        kill_quietly(run)
+    assert run.returncode == 0, output
+    crashed, retry = sorted(trials(tmp_path), key=lambda t: t.number)
+    assert crashed.state == TrialState.FAIL
+    assert (
+        crashed.user_attrs["error"]
+        == f"crashed: no heartbeat from worker {victim.user_attrs['worker']} within the grace period"
+    )
+    assert retry.state == TrialState.COMPLETE
+    assert retry.user_attrs["resumed_from_trial"] == 0
+    assert int(retry.user_attrs["resume_from"].rsplit("-", 1)[1]) >= 8
+    assert retry.user_attrs["global_step"] == MAX_STEPS
+    assert retry.user_attrs["worker"] != victim.user_attrs["worker"]  # a new worker process took the slot
+
+
+def test_a_second_ctrl_c_stops_everything_at_once(tmp_path):
+    slow_study(tmp_path, delay=0.3)  # slow steps: a graceful stop would take a while
+    run = start_hpo(tmp_path, "run", "--n-trials", "1")
+    try:
+        victim = wait_for(
+            lambda: running_trial_with_checkpoint(tmp_path, 0, 4), what="trial 0 at checkpoint-4"
+        )
+        worker_pid = int(victim.user_attrs["worker"].rsplit(":", 1)[1])
+        run.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        started = time.monotonic()
+        run.send_signal(signal.SIGINT)
+        output, _ = run.communicate(timeout=30)
+        stopped_in = time.monotonic() - started
+    finally:
+        kill_quietly(run)
+    assert run.returncode == 130, output
+    assert stopped_in < 5, f"took {stopped_in:.1f} s"
+    wait_for(
+        lambda: not alive(worker_pid) and not alive(victim.user_attrs["pid"]),
+        timeout=5,
+        what="no process left",
+    )
+    # Killed mid-step, the trial is left RUNNING; the next run finds its process gone and resumes it.
+    rerun = start_hpo(tmp_path, "run", "--n-trials", "1", "--set", "model.delay=0.0")
+    output, _ = rerun.communicate(timeout=240)
+    assert rerun.returncode == 0, output
+    first, retry = sorted(trials(tmp_path), key=lambda t: t.number)
+    assert first.state == TrialState.FAIL and first.user_attrs["requeued"] is True
+    assert retry.state == TrialState.COMPLETE and retry.user_attrs["resumed_from_trial"] == 0
