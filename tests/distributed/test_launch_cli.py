@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from launchers import tool
 
 pytestmark = pytest.mark.distributed
 
@@ -48,13 +48,13 @@ def test_hpo_train_nproc_starts_the_ranks_itself(tmp_path):
 
 
 def test_hpo_train_under_torchrun(tmp_path):
-    torchrun = shutil.which("torchrun") or pytest.fail("torchrun is not installed beside torch")
+    torchrun = tool("torchrun")
     done = run([torchrun, "--standalone", "--nproc-per-node=2", *HPO_TRAIN, f"--output-dir={tmp_path}"])
     assert_trained_on_two_ranks(done, tmp_path)
 
 
 def test_hpo_train_under_accelerate_launch(tmp_path):
-    accelerate = shutil.which("accelerate") or pytest.fail("accelerate is a dependency; its CLI is missing")
+    accelerate = tool("accelerate")
     command = [
         accelerate,
         "launch",
@@ -70,7 +70,7 @@ def test_hpo_train_under_accelerate_launch(tmp_path):
 
 
 def test_hpo_train_under_the_deepspeed_launcher(tmp_path):
-    deepspeed = shutil.which("deepspeed") or pytest.fail("the deepspeed launcher is missing")
+    deepspeed = tool("deepspeed")
     command = [
         deepspeed,
         "--num_accelerators=2",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from launchers import tool
 from safetensors.torch import load_file
 
 pytestmark = pytest.mark.distributed
@@ -78,7 +78,7 @@ def _command(launcher: str, nproc: int) -> list[str]:
     if nproc == 1:
         return [sys.executable]
     if launcher == "torchrun":
-        return [shutil.which("torchrun") or "torchrun", "--standalone", f"--nproc-per-node={nproc}"]
+        return [tool("torchrun"), "--standalone", f"--nproc-per-node={nproc}"]
     return [sys.executable, "-m", "trainer.launch", "--nproc", str(nproc)]
 
 
