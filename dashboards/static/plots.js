@@ -216,11 +216,14 @@ HPO.plots.slices = function slices(div, study, objective) {
   return HPO.plots.render(div, traces, layout);
 };
 
+// A timeline lane: the trial's slot (set by the scheduler), on its host when known; trials run in-process have no
+// slot and share their host's lane.
 function laneOf(trial) {
   const slot = trial.user_attrs.slot;
   const host = trial.user_attrs.host;
-  if (slot === undefined || slot === null) return "no slot";
-  return (host ? HPO.plotText(host) + " · " : "") + "slot " + HPO.plotText(slot);
+  const where = host ? HPO.plotText(host) : "";
+  if (slot === undefined || slot === null) return where || "trials";
+  return (where ? where + " · " : "") + "slot " + HPO.plotText(slot);
 }
 
 HPO.plots.timeline = function timeline(div, study) {

@@ -176,7 +176,7 @@ class StudyView {
       h("tbody", {}, running.map((r) => h("tr", {},
         h("td", {}, HPO.link("/run", { id: this.name + "/trial-" + r.number }, String(r.number))),
         h("td", {}, HPO.fmt(r.slot)), h("td", {}, HPO.fmt(r.devices)), h("td", {}, HPO.fmt(r.host)),
-        h("td", {}, r.start ? HPO.fmtDuration(now - r.start) : ""))))));
+        h("td", {}, !r.start ? "" : HPO.report ? "since " + HPO.fmtTime(r.start) : HPO.fmtDuration(now - r.start)))))));
   }
 
   renderPareto() {

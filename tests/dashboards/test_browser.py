@@ -269,3 +269,33 @@ def test_static_report_opens_from_a_file_with_the_network_off(demo, tmp_path, ta
     assert requested == []
     view.check_clean()
     view.shoot(artifacts_dir, "report")
+
+
+def test_real_study_pages(real, real_client, tab, artifacts_dir):
+    """The study page and the best trial's page of a study made by `hpo run`, with curves from the real Trainer."""
+    study = real["study"]
+    view = tab()
+    page = view.open(real_client.base + "/study?name=dash_tiny", wait_for="body[data-all-plots]")
+    page.wait_for_selector("body[data-importance=ready]", timeout=30_000)
+    for key in PLOTS:
+        assert plot_svg_count(page, key) >= 1, key
+    assert page.locator("#trials tbody tr").count() == len(study.get_trials())
+    assert "<script>window.__hacked = 4</script>" in page.locator("#trials tbody").inner_text()
+    assert page.locator("#plot-history").get_attribute("class").count("js-plotly-plot") == 1
+    view.check_clean()
+    view.shoot(artifacts_dir, "real-study")
+
+    view = tab()
+    page = view.open(real_client.base + "/run?id=" + quote(f"dash_tiny/trial-{study.best_trial.number}"))
+    titles = set(page.locator("#curves h2").all_inner_texts())
+    assert {"loss", "eval_accuracy", "learning_rate", "grad_norm", "train_samples_per_second"} <= titles
+    assert page.locator("#artifacts tbody tr").count() >= 1
+    view.check_clean()
+    view.shoot(artifacts_dir, "real-trial")
+
+    view = tab()
+    page = view.open(real_client.base + "/run?id=" + quote("dash_tiny/trial-0"))
+    assert "<script>window.__hacked = 4</script>" in page.locator("#attributes").inner_text()
+    assert page.locator("pre").first.inner_text().startswith("Traceback")
+    view.check_clean()
+    view.shoot(artifacts_dir, "real-trial-failed")
