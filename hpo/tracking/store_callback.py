@@ -157,31 +157,32 @@ class ExperimentStoreCallback(TrainerCallback):
         self.writer.close(timeout=30)
 
     # ---- helpers ------------------------------------------------------------------------------------------------
-    def _event(self, kind: str, message: str, data: dict[str, Any], run_id: str | None = None) -> None:
+    def _event(self, kind: str, message: str, data: dict[str, Any]) -> None:
         assert self.writer is not None
-        row = {"run_id": run_id or self.run.run_id, "time": time.time(), "kind": kind, "message": message}
-        self.writer.submit("events", {**row, "data": data})
+        row = {"run_id": self.run.run_id, "time": time.time(), "kind": kind, "message": message, "data": data}
+        self.writer.submit("events", row)
 
     def _new_writer(self) -> BackgroundWriter:
         location = self.location
         return BackgroundWriter(lambda: open_store(location), flush_interval=self.flush_interval)
 
     def _record_origin(self) -> None:
-        """A retry of a crashed or interrupted trial: "retried" on both runs; the earlier one ends as failed."""
+        """A retry of a crashed or interrupted trial records "retried" (naming the trial it continues), and that earlier
+        run, which died without ending itself, gets its status. Events on the earlier run are the requeuer's to write
+        (the scheduler's worker records its "failed"/"interrupted" and "retried")."""
         origin = self.run.origin
         previous = origin.get("requeued_from_trial")
         if previous is None or self.run.kind != "trial":
             return
-        previous_id = trial_run_id(self.run.study_name, int(previous))
         reason = str(origin.get("retry_reason") or "queued again")
-        data = {**origin, "retry_trial": self.run.trial_number}
-        self._event("retried", f"retry of trial-{previous}: {reason}", data)
         self._event(
-            "retried", f"queued again as trial-{self.run.trial_number}: {reason}", data, run_id=previous_id
+            "retried",
+            f"retry of trial-{previous}: {reason}",
+            {**origin, "retry_trial": self.run.trial_number},
         )
-        assert self.writer is not None
         status = "interrupted" if "interrupt" in reason.lower() else "failed"
-        self.writer.submit("runs", {"id": previous_id, "status": status})
+        assert self.writer is not None
+        self.writer.submit("runs", {"id": trial_run_id(self.run.study_name, int(previous)), "status": status})
 
     def _run_row(self, args: Any) -> dict[str, Any]:
         run = self.run

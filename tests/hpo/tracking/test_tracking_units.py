@@ -76,9 +76,8 @@ def test_wandb_mode_defaults_to_offline_without_an_api_key(monkeypatch):
 def test_wandb_that_cannot_start_costs_the_wandb_run_not_the_trial(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from trainer import TrainerControl, TrainerState, TrainingArguments
-
     from hpo.tracking.wandb_callback import WandbCallback
+    from trainer import TrainerControl, TrainerState, TrainingArguments
 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:1")  # nothing listens there
