@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from pydantic import PrivateAttr, field_validator, model_validator
 
 from hpo.spec.base import Section
-from hpo.spec.errors import FieldProblem, join_path
+from hpo.spec.errors import FieldProblem, SpecError, join_path
 from hpo.spec.sections import ExportSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
 from hpo.spec.training import build_training_arguments, check_training_keys
@@ -69,8 +69,6 @@ class RunSpec(Section):
         try:
             return build_training_arguments(self.training, str(output_dir), **overrides)
         except FieldProblem as problem:
-            from hpo.spec.errors import SpecError
-
             raise SpecError(
                 self._source or "run", [(join_path("training", problem.field), problem.message)]
             ) from problem
