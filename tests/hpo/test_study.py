@@ -10,6 +10,7 @@ import pytest
 from optuna.trial import TrialState
 from study_task import write_study
 
+import hpo
 from hpo.errors import HpoError
 from hpo.spec import load_study_spec
 from hpo.study import open_study, run_loaded_study, run_study
@@ -76,10 +77,11 @@ def test_n_trials_counts_the_total_over_reruns(tmp_path: Path) -> None:
     before = [(t.number, t.value, t.params) for t in study.trials]
     again = run_study(path, in_process=True)  # n_trials 2 already reached: nothing runs
     assert again.n_trials == 2
-    more = run_study(path, n_trials=3, in_process=True)
+    more = hpo.run_study(path, n_trials=3, in_process=True, training__max_steps=8)  # the package-level API
     assert more.n_trials == 3
     after = optuna.load_study(study_name="test", storage=first.storage).trials
     assert [(t.number, t.value, t.params) for t in after[:2]] == before
+    assert after[2].user_attrs["global_step"] == 8  # the keyword override reached the new trial's arguments
 
 
 def test_failing_trial_is_recorded_and_the_study_goes_on(tmp_path: Path) -> None:
