@@ -120,3 +120,28 @@ def test_hpo_report_command_writes_the_real_study(real, tmp_path):
     hpo("report", str(TINY_STUDY), "--set", real["overrides"][0], "-o", str(out))
     html = out.read_text(encoding="utf-8")
     assert '"name":"dash_tiny"' in html and HOSTILE not in html  # data inlined, markup escaped
+
+
+def test_hpo_dashboard_on_the_study_file_opens_its_study_and_store(real):
+    import json
+    import re
+    import subprocess
+    import sys
+    import urllib.request
+
+    from conftest import TINY_STUDY
+
+    command = [sys.executable, "-m", "hpo.cli", "dashboard", str(TINY_STUDY), "--set", real["overrides"][0]]
+    process = subprocess.Popen(
+        [*command, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        first = process.stdout.readline()
+        match = re.search(r"(http://127\.0\.0\.1:\d+)/study\?name=dash_tiny$", first.strip())
+        assert match, first + (process.stderr.read() if process.poll() is not None else "")
+        assert process.stdout.readline().strip() == f"experiment store: {real['store']}"
+        with urllib.request.urlopen(match.group(1) + "/api/runs?kind=run", timeout=30) as response:
+            assert [run["name"] for run in json.loads(response.read())["runs"]] == ["tiny_digits"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
