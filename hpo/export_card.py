@@ -26,11 +26,12 @@ def model_card(source: Any, transformers_class: str | None) -> str:
         if source.kind == "trial"
         else f"run {source.spec.name}"
     )
+    scores = {k: v for k, v in source.recorded_metrics.items() if not k.endswith(("_runtime", "_per_second"))}
     parts = [
         f"# {title}\n",
         _origin(source),
         "## Metrics at the exported checkpoint\n",
-        _table(source.recorded_metrics, ("metric", "value")),
+        _table(scores, ("metric", "value")),
     ]
     parts += ["## Hyperparameters\n", _table(source.params, ("parameter", "value"))]
     if source.model_params != source.params:
@@ -58,7 +59,7 @@ def _study(summary: dict[str, Any]) -> str:
     return (
         f"- study `{summary['study_name']}`: {summary['n_trials']} trials ({states})\n"
         f"- objective(s): {goals}\n"
-        f"- sampler {summary['sampler']}, pruner {summary['pruner']}\n"
+        f"- sampler: {summary['sampler']}, pruner: {summary['pruner']}\n"
         f"- exported trial: {summary['chosen_trial']}\n"
     )
 

@@ -60,7 +60,7 @@ def study_source(spec: Any, *, trial_number: int | None = None, metric: str | No
         study_name=study.study_name,
         trial_number=trial.number,
         run_id=trial_run_id(study.study_name, trial.number),
-        study_summary=summarize_study(study, metrics, directions, trial.number),
+        study_summary=summarize_study(study, spec, trial.number),
     )
 
 
@@ -117,19 +117,23 @@ def trial_checkpoint(trial: Any) -> Path:
     )
 
 
-def summarize_study(study: Any, metrics: list[str], directions: list[str], chosen: int) -> dict[str, Any]:
+def summarize_study(study: Any, spec: Any, chosen: int) -> dict[str, Any]:
+    from hpo.objectives import study_directions, study_metrics
+
     trials = study.get_trials(deepcopy=False)
     counts: dict[str, int] = {}
     for trial in trials:
         counts[trial.state.name] = counts.get(trial.state.name, 0) + 1
+    pruner = getattr(spec.study, "pruner", None)
     return {
         "study_name": study.study_name,
         "n_trials": len(trials),
         "states": counts,
-        "metrics": metrics,
-        "directions": directions,
-        "sampler": type(study.sampler).__name__,
-        "pruner": type(study.pruner).__name__,
+        "metrics": study_metrics(spec.study),
+        "directions": study_directions(spec.study),
+        # The file's choices: a study loaded for reading carries Optuna's defaults, not the ones it ran with.
+        "sampler": str(getattr(spec.study.sampler, "type", "tpe")),
+        "pruner": str(getattr(pruner, "type", "none") if pruner is not None else "none"),
         "chosen_trial": chosen,
     }
 

@@ -66,6 +66,7 @@ def test_export_of_the_best_trial_reloads_and_reproduces_its_metric(finished_stu
     )
     card = (out / "README.md").read_text()
     assert f"trial {best.number}" in card and "3 trials (3 complete)" in card and "eval_accuracy" in card
+    assert "pruner: none" in card and "eval_runtime" not in card
     (artifact,) = open_store(spec.store_url).artifacts(f"test/trial-{best.number}", kind="export")
     assert artifact["size"] == (out / "model.safetensors").stat().st_size
 
