@@ -256,10 +256,7 @@ def run_worker(config: WorkerConfig) -> int:
     die_with_parent(config.parent_pid)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = open_worker_study(config)
-    import torch  # noqa: F401 - once here, so each forked trial starts warm
-
-    import hpo.trial  # noqa: F401
-
+    warm_up()
     gc.freeze()  # the warm imports: forked trials neither copy them on write nor walk them in gc.collect()
     lock_dir = Path(config.spec.output_dir)
     status = status_file(config)
@@ -278,6 +275,19 @@ def run_worker(config: WorkerConfig) -> int:
         _write_idle(status, config, "idle")
     _write_idle(status, config, "stopped")
     return 0
+
+
+def warm_up() -> None:
+    """Import here, once, what every trial would otherwise import after its fork: torch, the trial code, and what
+    torch loads lazily on first use (building an optimizer imports torch._dynamo: seconds). No tensor work is done,
+    so no thread pool exists yet when the trials are forked."""
+    import safetensors.torch  # noqa: F401
+    import torch
+
+    import hpo.trial  # noqa: F401
+    import trainer.trainer  # noqa: F401
+
+    torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
 
 
 def _after_trial(config: WorkerConfig, study: optuna.Study) -> None:

@@ -1,0 +1,194 @@
+"""Trials per hour with 1 and 2 scheduler workers, the start-up cost of a trial, and transformers' hyperparameter_search.
+
+    python bench/scheduling.py                      # 8 trials of 300 steps per contender
+    python bench/scheduling.py --trials 12 --steps 400
+
+One study (bench/scheduling_task.py: a 64-384-384-10 MLP on generated data, batch 64, an evaluation every 100 steps, no
+checkpoints, random sampling of the learning rate, no pruning) is run three ways in this one invocation:
+- `hpo` with 1 worker: each trial in a fresh process forked from the warm worker, one thread;
+- `hpo` with 2 workers: two trials at a time, one thread each (the 2 cores of this machine);
+- transformers' `Trainer.hyperparameter_search` (Optuna backend): one trial after another in this process, one thread.
+Throughput is trials per hour over the span from the first trial's start to the last trial's end (from the storage's
+timestamps); "wall" adds the study's set-up (worker start, the dry run). The per-trial overhead is the time from the
+claim of a trial (stale check, claim lock, ask) to its first training step, as the worker records it (`startup_s`); for
+transformers, from the trial's hp_space call to its first step. Targets: 2 workers >= 1.8x one; overhead < 1 s.
+Other processes on the machine slow every contender alike only if they stay steady: run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scheduling_task  # noqa: E402
+
+LR_LOW, LR_HIGH = 1e-4, 1e-2
+
+
+@dataclass
+class Result:
+    name: str
+    trials: int
+    span_s: float
+    wall_s: float
+    overheads: list[float]
+
+    @property
+    def per_hour(self) -> float:
+        return self.trials / self.span_s * 3600
+
+    @property
+    def overhead(self) -> float:
+        return statistics.median(self.overheads) if self.overheads else float("nan")
+
+
+def training(steps: int) -> dict:
+    return {
+        "max_steps": steps,
+        "per_device_train_batch_size": 64,
+        "per_device_eval_batch_size": 512,
+        "eval_strategy": "steps",
+        "eval_steps": 100,
+        "logging_steps": 100,
+        "save_strategy": "no",
+        "disable_tqdm": True,
+    }
+
+
+def write_study(folder: Path, name: str, trials: int, steps: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(scheduling_task.__file__), folder / "scheduling_task.py")
+    spec = {
+        "study": {
+            "name": name,
+            "output_dir": str(folder / "out"),
+            "metric": "accuracy",
+            "direction": "maximize",
+            "n_trials": trials,
+            "sampler": {"type": "random", "seed": 0},
+        },
+        "task": {
+            "model_init": "scheduling_task:model_init",
+            "data": "scheduling_task:data",
+            "compute_metrics": "scheduling_task:compute_metrics",
+        },
+        "training": training(steps),
+        "search_space": {"learning_rate": {"type": "float", "low": LR_LOW, "high": LR_HIGH, "log": True}},
+        "resources": {"threads_per_trial": 1},
+        "tracking": {"store": False},
+    }
+    path = folder / "study.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def run_hpo(root: Path, workers: int, trials: int, steps: int) -> Result:
+    import optuna
+
+    from hpo.study import run_study
+
+    path = write_study(root / f"hpo-{workers}", f"bench-{workers}", trials, steps)
+    started = time.perf_counter()
+    run_study(path, workers=workers)
+    wall = time.perf_counter() - started
+    study = optuna.load_study(
+        study_name=f"bench-{workers}", storage=f"sqlite:///{path.parent / 'out' / 'study.db'}"
+    )
+    done = [t for t in study.trials if t.state.name == "COMPLETE"]
+    span = (max(t.datetime_complete for t in done) - min(t.datetime_start for t in done)).total_seconds()
+    overheads = [t.user_attrs["startup_s"] for t in done if "startup_s" in t.user_attrs]
+    return Result(f"hpo, {workers} worker{'s' if workers > 1 else ''}", len(done), span, wall, overheads)
+
+
+def run_transformers(root: Path, trials: int, steps: int) -> Result:
+    import optuna
+    import torch
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    marks: dict[str, list[float]] = {"asked": [], "first_step": []}
+
+    class FirstStep(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if len(marks["first_step"]) < len(marks["asked"]):
+                marks["first_step"].append(time.perf_counter())
+
+    def hp_space(trial):
+        marks["asked"].append(time.perf_counter())
+        return {"learning_rate": trial.suggest_float("learning_rate", LR_LOW, LR_HIGH, log=True)}
+
+    train, evaluation = scheduling_task.data()
+    arguments = TrainingArguments(output_dir=str(root / "hf"), report_to="none", seed=0, **training(steps))
+    trainer = Trainer(
+        model_init=lambda: scheduling_task.model_init({}),
+        args=arguments,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        compute_metrics=scheduling_task.compute_metrics,
+        callbacks=[FirstStep()],
+    )
+    started = time.perf_counter()
+    trainer.hyperparameter_search(
+        hp_space=hp_space,
+        n_trials=trials,
+        direction="maximize",
+        backend="optuna",
+        compute_objective=lambda metrics: metrics["eval_accuracy"],
+    )
+    wall = time.perf_counter() - started
+    span = wall - (marks["asked"][0] - started)
+    overheads = [b - a for a, b in zip(marks["asked"], marks["first_step"], strict=False)]
+    return Result("transformers hyperparameter_search", trials, span, wall, overheads)
+
+
+def report(results: list[Result]) -> None:
+    print(
+        f"\n{'contender':<36} {'trials':>6} {'span s':>8} {'wall s':>8} {'trials/h':>9} {'ask->step s':>12}"
+    )
+    for r in results:
+        print(
+            f"{r.name:<36} {r.trials:>6} {r.span_s:>8.1f} {r.wall_s:>8.1f} {r.per_hour:>9.0f} {r.overhead:>12.3f}"
+        )
+    one, two, hf = results
+    scaling = two.per_hour / one.per_hour
+    print(
+        f"\n2 workers / 1 worker: {scaling:.2f}x trials per hour (target >= 1.8x: {'met' if scaling >= 1.8 else 'MISSED'})"
+    )
+    print(f"hpo 1 worker / transformers: {one.per_hour / hf.per_hour:.2f}x trials per hour")
+    print(f"hpo 2 workers / transformers: {two.per_hour / hf.per_hour:.2f}x trials per hour")
+    met = "met" if one.overhead < 1.0 and two.overhead < 1.0 else "MISSED"
+    print(
+        f"per-trial overhead, ask to first step (median): hpo {one.overhead:.3f} s / {two.overhead:.3f} s "
+        f"(1 / 2 workers; target < 1 s: {met}); transformers {hf.overhead:.3f} s (in-process, no isolation)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=300)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hpo-bench-scheduling-") as folder:
+        root = Path(folder)
+        results = [
+            run_hpo(root, 1, options.trials, options.steps),
+            run_hpo(root, 2, options.trials, options.steps),
+            run_transformers(root, options.trials, options.steps),
+        ]
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
