@@ -217,3 +217,12 @@ def test_retrain_trains_the_best_params_from_scratch_as_a_tracked_run(finished_s
     assert run["status"] == "completed" and run["name"] == f"test-retrain-trial-{best.number}"
     assert run["arguments"]["learning_rate"] == pytest.approx(best.params["learning_rate"])
     assert run["arguments"]["max_steps"] == 16
+
+
+def test_study_flags_on_a_run_file_exit_2_naming_the_flag(tmp_path, capsys):
+    data = yaml.safe_load(write_study(tmp_path).read_text())
+    run_file = tmp_path / "run.yaml"
+    run_file.write_text(yaml.safe_dump({"name": "one", "task": data["task"], "training": data["training"]}))
+    with pytest.raises(SystemExit) as stopped:
+        main(["export", str(run_file), "--out", str(tmp_path / "e"), "--trial", "3"])
+    assert stopped.value.code == 2 and "--trial" in capsys.readouterr().err
