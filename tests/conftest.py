@@ -17,8 +17,9 @@ def no_leaked_environment():
     before = dict(os.environ)
     yield
     leaked = {k for k in os.environ if k not in before} | {k for k in before if os.environ.get(k) != before[k]}
-    # torch sets TORCHINDUCTOR_* itself when transformers imports its compile helpers; that is not the test's doing.
-    leaked = {k for k in leaked if not k.startswith(("PYTEST_", "WANDB_", "COV_", "TORCHINDUCTOR_"))}
+    # torch sets TORCHINDUCTOR_* and deepspeed PYTORCH_NVML_BASED_CUDA_CHECK on import: not the test's doing.
+    ignored = ("PYTEST_", "WANDB_", "COV_", "TORCHINDUCTOR_", "PYTORCH_NVML_BASED_CUDA_CHECK")
+    leaked = {k for k in leaked if not k.startswith(ignored)}
     os.environ.clear()
     os.environ.update(before)
     assert not leaked, f"test leaked environment variables: {sorted(leaked)}"
