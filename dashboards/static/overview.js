@@ -30,7 +30,7 @@ function runColumns(selected, onSelect) {
   const h = HPO.h;
   return [
     {
-      key: "pick", label: "compare", value: (r) => (selected.has(r.id) ? 1 : 0),
+      key: "pick", label: "compare", searchable: false, value: (r) => (selected.has(r.id) ? 1 : 0),
       cell: (r) => {
         const box = h("input", { type: "checkbox", checked: selected.has(r.id), "aria-label": "compare " + r.id });
         box.addEventListener("change", () => onSelect(r.id, box.checked));

@@ -9,6 +9,12 @@ HPO.plotText = function plotText(value) {
   return HPO.fmt(value).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 };
 
+// Long category labels (a choice can be any string) are cut for axes; hover and the table show them whole.
+HPO.short = function short(value, length) {
+  const text = HPO.fmt(value);
+  return text.length > length ? text.slice(0, length - 1) + "…" : text;
+};
+
 const BASE_LAYOUT = {
   margin: { l: 60, r: 20, t: 16, b: 44 },
   font: { size: 11, family: "system-ui, sans-serif" },
@@ -155,7 +161,7 @@ function dimension(spec, trials) {
   const raw = trials.map((t) => t.params[spec.name]);
   if (spec.type === "categorical" || raw.some((v) => typeof v !== "number")) {
     const choices = spec.choices ? spec.choices.map((c) => HPO.fmt(c)) : [...new Set(raw.map((v) => HPO.fmt(v)))];
-    return { label, values: raw.map((v) => choices.indexOf(HPO.fmt(v))), tickvals: choices.map((_, i) => i), ticktext: choices };
+    return { label, values: raw.map((v) => choices.indexOf(HPO.fmt(v))), tickvals: choices.map((_, i) => i), ticktext: choices.map((c) => HPO.short(c, 24)) };
   }
   if (spec.log) {
     const logs = raw.map((v) => Math.log10(v));
@@ -203,7 +209,7 @@ HPO.plots.slices = function slices(div, study, objective) {
     const having = complete.filter((t) => spec.name in t.params);
     traces.push({
       type: markerType(complete.length), mode: "markers", xaxis: "x" + suffix, yaxis: "y" + suffix,
-      x: having.map((t) => (spec.type === "categorical" ? HPO.plotText(t.params[spec.name]) : t.params[spec.name])),
+      x: having.map((t) => (spec.type === "categorical" ? HPO.plotText(HPO.short(t.params[spec.name], 24)) : t.params[spec.name])),
       y: having.map((t) => objectiveValue(t, objective)),
       text: having.map((t) => "trial " + t.number),
       marker: { size: 5, color: having.map((t) => t.number), colorscale: "Viridis", opacity: 0.85, showscale: index === 0, colorbar: index === 0 ? { title: { text: "trial" }, thickness: 10 } : undefined },

@@ -94,12 +94,15 @@ class StudyView {
     ];
     if (multi) cards.push(HPO.card("Pareto front", [this.paretoPicker(), plot("pareto", "tall")], { wide: true }));
     const tableHost = h("div");
+    this.picked = [];
+    this.compareLink = h("p", { className: "compare-link" });
+    this.updateCompareLink();
     HPO.clear(this.app);
     HPO.append(this.app, [
       this.header,
       h("div", { className: "grid" }, HPO.card(multi ? "Pareto-optimal trials" : "Best trial", this.bestCard), HPO.card("Running now", this.runningCard)),
       h("div", { className: "grid" }, cards),
-      HPO.card("Trials", tableHost, { wide: true, id: "trials" }),
+      HPO.card("Trials", [tableHost, HPO.report ? null : this.compareLink], { wide: true, id: "trials" }),
     ]);
     this.table = new HPO.Table(tableHost, { columns: this.columns(), stateFilter: true, sortKey: "number", sortDir: 1 });
   }
@@ -114,12 +117,38 @@ class StudyView {
     return HPO.h("div", { className: "table-tools" }, "x:", picker(0), "y:", picker(1));
   }
 
+  updateCompareLink() {
+    const h = HPO.h;
+    const ids = this.picked.map((number) => this.name + "/trial-" + number);
+    HPO.clear(this.compareLink).appendChild(ids.length === 2
+      ? h("a", { href: "/compare?" + HPO.query({ a: ids[0], b: ids[1] }) }, "compare trials " + this.picked.join(" and "))
+      : h("span", { className: "muted" }, "tick two trials to compare them side by side"));
+  }
+
+  pick(number, on) {
+    this.picked = this.picked.filter((n) => n !== number);
+    if (on) this.picked = this.picked.concat([number]).slice(-2);
+    this.updateCompareLink();
+    this.table.render();
+  }
+
   columns() {
     const objectives = this.data.summary.objectives;
-    const columns = [
+    const columns = [];
+    if (!HPO.report) {
+      columns.push({
+        key: "pick", label: "⇄", searchable: false, value: (t) => (this.picked.includes(t.number) ? 1 : 0),
+        cell: (t) => {
+          const box = HPO.h("input", { type: "checkbox", checked: this.picked.includes(t.number), "aria-label": "compare trial " + t.number });
+          box.addEventListener("change", () => this.pick(t.number, box.checked));
+          return box;
+        },
+      });
+    }
+    columns.push(
       { key: "number", label: "#", numeric: true, value: (t) => t.number, cell: (t) => HPO.link("/run", { id: this.name + "/trial-" + t.number }, String(t.number)) },
-      { key: "state", label: "state", value: (t) => t.state, cell: (t) => HPO.h("span", { className: "state " + t.state }, t.state.toLowerCase()) },
-    ];
+      { key: "state", label: "state", value: (t) => t.state, cell: (t) => HPO.h("span", { className: "state " + t.state }, t.state.toLowerCase()) }
+    );
     objectives.forEach((objective, i) => columns.push({ key: "value" + i, label: objective, numeric: true, value: (t) => (t.values ? t.values[i] : null) }));
     for (const param of this.data.params) columns.push({ key: "param:" + param.name, label: param.name, numeric: param.type !== "categorical", value: (t) => t.params[param.name] });
     columns.push(

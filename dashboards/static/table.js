@@ -69,7 +69,7 @@ HPO.Table = class Table {
   textOf(row) {
     let text = this.searchText.get(row);
     if (text === undefined) {
-      text = this.columns.map((column) => HPO.fmt(column.value(row))).join(" ").toLowerCase();
+      text = this.columns.filter((c) => c.searchable !== false).map((c) => HPO.fmt(c.value(row))).join(" ").toLowerCase();
       this.searchText.set(row, text);
     }
     return text;

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import optuna
 import pytest
@@ -134,8 +134,16 @@ def test_trial_table_sorts_and_filters(server, tab, demo):
     view = tab()
     page = view.open(server.url + "/study?name=" + quote(STUDY))
     page.locator("#trials th", has_text="eval_loss").click()
-    first = page.locator("#trials tbody tr").first.locator("td").first.inner_text()
+    first = page.locator("#trials tbody tr").first.locator("td").nth(1).inner_text()
     assert first == str(demo["study"].best_trial.number)
+    rows = page.locator("#trials tbody tr")
+    rows.nth(0).locator("input[type=checkbox]").check()
+    rows.nth(1).locator("input[type=checkbox]").check()
+    second = rows.nth(1).locator("td").nth(1).inner_text()
+    link = page.locator("#trials .compare-link a")
+    assert link.get_attribute("href") == "/compare?" + urlencode(
+        {"a": f"{STUDY}/trial-{first}", "b": f"{STUDY}/trial-{second}"}
+    )
     page.select_option("#trials select", "PRUNED")
     n_pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in demo["study"].get_trials())
     assert page.locator("#trials tbody tr").count() == n_pruned
