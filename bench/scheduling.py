@@ -76,6 +76,7 @@ def write_study(folder: Path, name: str, trials: int, steps: int) -> Path:
             "direction": "maximize",
             "n_trials": trials,
             "sampler": {"type": "random", "seed": 0},
+            "pruner": {"type": "none"},
         },
         "task": {
             "model_init": "scheduling_task:model_init",
@@ -104,7 +105,9 @@ def run_hpo(root: Path, workers: int, trials: int, steps: int) -> Result:
     study = optuna.load_study(
         study_name=f"bench-{workers}", storage=f"sqlite:///{path.parent / 'out' / 'study.db'}"
     )
-    done = [t for t in study.trials if t.state.name == "COMPLETE"]
+    done = [t for t in study.trials if t.state.is_finished()]
+    if len(done) != trials or any(t.state.name != "COMPLETE" for t in done):
+        print(f"warning: {[t.state.name for t in done]}", file=sys.stderr)
     span = (max(t.datetime_complete for t in done) - min(t.datetime_start for t in done)).total_seconds()
     overheads = [t.user_attrs["startup_s"] for t in done if "startup_s" in t.user_attrs]
     return Result(f"hpo, {workers} worker{'s' if workers > 1 else ''}", len(done), span, wall, overheads)

@@ -26,7 +26,7 @@ def slow_study(folder: Path, *, delay: float = 0.05, **sections: Any) -> Path:
     resources = {"heartbeat_interval": 1, "grace_period": 3, **sections.pop("resources", {})}
     return write_study(
         folder,
-        model={"delay": delay},
+        model={"delay": delay, **sections.pop("model", {})},
         training={**training, **sections.pop("training", {})},
         resources=resources,
         **sections,

@@ -23,7 +23,8 @@ from scheduler_support import (
     wait_for,
 )
 
-from hpo.study import run_study
+from hpo.spec import load_study_spec
+from hpo.study import run_loaded_study, run_study
 
 
 def _overlap(a, b) -> bool:
@@ -40,7 +41,9 @@ def test_two_workers_overlap_on_disjoint_slots_and_never_exceed_n_trials(tmp_pat
     assert all(by_slot.values()), f"both slots ran trials: { {s: len(t) for s, t in by_slot.items()} }"
     for slot_trials in by_slot.values():  # a slot runs one trial at a time
         ordered = sorted(slot_trials, key=lambda t: t.datetime_start)
-        assert all(a.datetime_complete <= b.datetime_start for a, b in zip(ordered, ordered[1:], strict=False))
+        assert all(
+            a.datetime_complete <= b.datetime_start for a, b in zip(ordered, ordered[1:], strict=False)
+        )
     assert any(_overlap(a, b) for a in by_slot["cpu 0"] for b in by_slot["cpu 1"]), (
         "the slots ran in parallel"
     )
@@ -117,3 +120,30 @@ def test_ctrl_c_checkpoints_requeues_and_the_next_run_resumes(tmp_path):
     assert resumed.user_attrs["global_step"] == MAX_STEPS
     assert min(checkpoint_steps(tmp_path / "out" / "trial-1")) > step
     assert len(trials(tmp_path)) == 2  # n_trials=1: the interrupted trial and its continuation, nothing more
+
+
+def test_an_exception_is_not_retried_unless_configured_and_retries_are_bounded(tmp_path):
+    plain = slow_study(tmp_path / "plain", delay=0.0, model={"explode": True})
+    summary = run_loaded_study(load_study_spec(plain), n_trials=1, workers=1, dry_run=False)
+    assert summary.counts == {"FAIL": 1}
+    (failed,) = trials(tmp_path / "plain")
+    assert failed.user_attrs["error"] == "RuntimeError: model_init exploded on purpose"
+    assert not failed.user_attrs.get("requeued")
+
+    retried = slow_study(
+        tmp_path / "retried",
+        delay=0.0,
+        model={"explode": True},
+        resources={"retry_on_exception": True, "max_retries": 1},
+    )
+    summary = run_loaded_study(load_study_spec(retried), n_trials=1, workers=1, dry_run=False)
+    first, retry = sorted(trials(tmp_path / "retried"), key=lambda t: t.number)
+    assert first.user_attrs["requeued"] is True and first.user_attrs["error"].startswith(
+        "failed: RuntimeError"
+    )
+    assert retry.params == first.params and retry.user_attrs["requeued_from_trial"] == 0
+    assert retry.state == TrialState.FAIL and retry.user_attrs["requeued"] is False
+    assert "not retried: resources.max_retries = 1 used" in retry.user_attrs["error"]
+    assert summary.counts == {"FAIL": 2}
+    status = json.loads((tmp_path / "retried" / "out" / ".hpo" / "slots" / "slot-0.json").read_text())
+    assert status["state"] == "stopped"  # the live table's record of the worker

@@ -1,0 +1,39 @@
+"""The live table: slot rows from the status files the workers and trials write, with an eta from the step rate."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+
+from hpo.scheduler_view import EtaEstimator, read_slot_status, render_table
+from hpo.worker_child import write_status
+
+
+def _render(table) -> str:
+    console = Console(width=120, record=True)
+    console.print(table)
+    return console.export_text()
+
+
+def test_table_shows_each_slot_with_trial_step_metric_state_and_eta(tmp_path):
+    now = time.time()
+    base = {"slot": "cpu 0", "trial": 7, "state": "running", "max_steps": 100, "metric": "eval_accuracy"}
+    write_status(tmp_path / "slot-0.json", {**base, "step": 10, "value": 0.5, "updated": now - 10})
+    write_status(tmp_path / "slot-1.json", {"slot": "cpu 1", "state": "waiting", "updated": now})
+    eta = EtaEstimator()
+    render_table(read_slot_status(tmp_path), {}, 20, eta)  # first sight of trial 7: step 10
+    write_status(tmp_path / "slot-0.json", {**base, "step": 20, "value": 0.8125, "updated": now})
+    text = _render(render_table(read_slot_status(tmp_path), {"complete": 3, "running": 1}, 20, eta))
+    row = next(line for line in text.splitlines() if "cpu 0" in line)
+    assert "7" in row and "20/100" in row and "eval_accuracy=0.8125" in row and "running" in row
+    assert "1m20s" in row  # 10 steps in 10 s, 80 steps left
+    assert "waiting" in next(line for line in text.splitlines() if "cpu 1" in line)
+    assert "trials of 20" in text and "3 complete, 1 running" in text
+
+
+def test_status_files_being_replaced_are_skipped(tmp_path):
+    (tmp_path / "slot-0.json").write_text("{not json")
+    write_status(tmp_path / "slot-1.json", {"slot": "cpu 1", "state": "idle"})
+    assert [r["slot"] for r in read_slot_status(tmp_path)] == ["cpu 1"]
+    assert read_slot_status(tmp_path / "missing") == []
