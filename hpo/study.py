@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,14 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.disk import enforce_keep_checkpoints
 from hpo.errors import ConfigError, HpoError
-from hpo.objectives import study_directions, study_metrics
+from hpo.objectives import study_directions
 from hpo.resume import requeue_stale_trials
 from hpo.spec.errors import FieldProblem
+from hpo.storage import create_storage, redact, sqlite_path
+from hpo.summary import StudySummary, TrialSummary, best_trials, summarize
 from hpo.trial import process_identity, record_outcome, run_trial
+
+__all__ = ["StudySummary", "TrialSummary", "best_trials", "open_study", "run_study", "summarize"]
 
 TrialReporter = Callable[[FrozenTrial], None]
 
@@ -62,27 +65,11 @@ def build_pruner(spec: Any) -> optuna.pruners.BasePruner:
         raise ConfigError(f"study.pruner.{problem.field}: {problem.message}") from problem
 
 
-def create_storage(url: str) -> optuna.storages.BaseStorage:
-    if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        from hpo.storage import (
-            create_storage as hpo_storage,
-        )  # WAL, busy timeouts, heartbeats (scheduler work)
-    except ImportError:
-        return optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
-    return hpo_storage(url)
-
-
-def _engine_kwargs(url: str) -> dict[str, Any]:
-    return {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-
-
 def open_study(spec: Any, *, storage: str | None = None, worker_index: int = 0) -> optuna.Study:
     """Create the study, or load it when it exists, with the file's sampler, pruner and directions; enqueue its
     `enqueue:` trials once (a re-run does not enqueue them again)."""
     url = storage_url(spec, storage)
-    backend = create_storage(url)
+    backend = create_storage(url)  # SQLite in WAL mode with busy timeouts, or PostgreSQL (hpo.storage)
     directions = study_directions(spec.study)
     existing = _existing_trial_count(backend, spec.study.name)
     sampler = build_sampler(spec, seed_offset=worker_index * 100_003 + existing)
@@ -109,8 +96,9 @@ def open_study(spec: Any, *, storage: str | None = None, worker_index: int = 0) 
 def load_existing_study(spec: Any, storage: str | None = None) -> optuna.Study:
     """The study for reading (status, best): an error, not an empty new study, when it does not exist."""
     url = storage_url(spec, storage)
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
-        raise HpoError(f"no study database at {url}; run `hpo run` on the study file first")
+    database = sqlite_path(url) if url.startswith("sqlite") else None
+    if database is not None and not database.exists():
+        raise HpoError(f"no study database at {database}; run `hpo run` on the study file first")
     try:
         return optuna.load_study(study_name=spec.study.name, storage=create_storage(url))
     except KeyError as error:
@@ -122,15 +110,6 @@ def _existing_trial_count(backend: optuna.storages.BaseStorage, name: str) -> in
         return len(backend.get_all_trials(backend.get_study_id_from_name(name), deepcopy=False))
     except KeyError:
         return 0
-
-
-def redact(url: str) -> str:
-    """A storage URL without its password, for messages."""
-    if "://" in url and "@" in url:
-        scheme, rest = url.split("://", 1)
-        credentials, host = rest.rsplit("@", 1)
-        return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
-    return url
 
 
 # ---- counting -------------------------------------------------------------------------------------------------------
@@ -236,91 +215,6 @@ def execute(
     from hpo.scheduler import run_trials
 
     run_trials(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus, report=report)
-
-
-# ---- summary --------------------------------------------------------------------------------------------------------
-@dataclass
-class TrialSummary:
-    number: int
-    state: str
-    values: list[float] | None
-    params: dict[str, Any]
-    best_step: int | None = None
-    best_checkpoint: str | None = None
-    run_dir: str | None = None
-    pruned_step: int | None = None
-    duration_s: float | None = None
-    error: str | None = None
-
-    @classmethod
-    def of(cls, trial: FrozenTrial) -> TrialSummary:
-        attrs = trial.user_attrs
-        duration = attrs.get("duration_s")
-        if duration is None and trial.datetime_start and trial.datetime_complete:
-            duration = (trial.datetime_complete - trial.datetime_start).total_seconds()
-        return cls(
-            number=trial.number,
-            state=trial.state.name,
-            values=list(trial.values) if trial.values is not None else None,
-            params=dict(trial.params),
-            best_step=attrs.get("best_step"),
-            best_checkpoint=attrs.get("best_checkpoint"),
-            run_dir=attrs.get("run_dir"),
-            pruned_step=attrs.get("pruned_step"),
-            duration_s=duration,
-            error=attrs.get("error"),
-        )
-
-
-@dataclass
-class StudySummary:
-    study_name: str
-    storage: str
-    directions: list[str]
-    metrics: list[str]
-    counts: dict[str, int]
-    best_trials: list[TrialSummary] = field(default_factory=list)
-    duration_s: float | None = None
-
-    @property
-    def best_trial(self) -> TrialSummary | None:
-        """The best trial (one objective), or the first of the Pareto front."""
-        return self.best_trials[0] if self.best_trials else None
-
-    @property
-    def best_value(self) -> float | None:
-        best = self.best_trial
-        return best.values[0] if best and best.values else None
-
-    @property
-    def n_trials(self) -> int:
-        return sum(self.counts.values())
-
-
-def summarize(
-    spec: Any, study: optuna.Study, storage: str | None = None, duration_s: float | None = None
-) -> StudySummary:
-    trials = study.get_trials(deepcopy=False)
-    counts = {state.name: sum(t.state == state for t in trials) for state in TrialState}
-    return StudySummary(
-        study_name=study.study_name,
-        storage=redact(storage_url(spec, storage)),
-        directions=study_directions(spec.study),
-        metrics=study_metrics(spec.study),
-        counts={k: v for k, v in counts.items() if v},
-        best_trials=[TrialSummary.of(t) for t in best_trials(study)],
-        duration_s=duration_s,
-    )
-
-
-def best_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """The best trial in a list, or the Pareto front ordered by the first objective; empty when none completed."""
-    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        return []
-    if len(study.directions) == 1:
-        return [study.best_trial]
-    first_max = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
-    return sorted(study.best_trials, key=lambda t: t.values[0], reverse=first_max)
 
 
 # ---- the whole run --------------------------------------------------------------------------------------------------
