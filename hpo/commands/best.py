@@ -41,7 +41,11 @@ def best(study_file: Path, storage: str | None, overrides: tuple[str, ...], as_j
         where = (
             "-"
             if checkpoint is None
-            else (checkpoint if Path(checkpoint).is_dir() else f"{checkpoint} (deleted)")
+            else (
+                checkpoint
+                if Path(checkpoint).is_dir()
+                else f"{checkpoint} (deleted: outside study.keep_checkpoints.top_k)"
+            )
         )
         console.print(f"  checkpoint: {where}")
         console.print(f"  run folder: {trial.run_dir}")

@@ -64,8 +64,14 @@ def run(
     for best in summary.best_trials:
         console.print(
             f"{label}: #{best.number} {', '.join(summary.metrics)} = {format_values(best.values)} "
-            f"({format_params(best.params)}); checkpoint: {best.best_checkpoint or '-'}"
+            f"({format_params(best.params)}); checkpoint: {_checkpoint_text(best.best_checkpoint)}"
         )
+
+
+def _checkpoint_text(path: str | None) -> str:
+    if path is None:
+        return "-"
+    return path if Path(path).is_dir() else f"{path} (deleted: outside study.keep_checkpoints.top_k)"
 
 
 def _trial_line(trial: FrozenTrial) -> str:
