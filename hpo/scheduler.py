@@ -62,6 +62,10 @@ def run_trials(
     console = console or Console(stderr=True)
     with _signals_to(pool):
         _watch(pool, study, n_trials, report, console)
+    if pool.slots and not pool.processes:
+        raise HpoError(
+            f"every worker failed, and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}"
+        )
     if pool.stop_level:
         raise Interrupted(
             "interrupted: running trials saved a checkpoint and were queued again; run the same command again to "

@@ -57,7 +57,7 @@ def render_table(
 ) -> Table:
     total = f" of {n_trials}" if n_trials else ""
     caption = ", ".join(f"{n} {state}" for state, n in counts.items()) or "no trials yet"
-    table = Table(title=f"trials{total}", caption=caption, expand=False)
+    table = Table(title=f"slots: trials{total}", caption=caption, expand=False)
     for column in ("slot", "trial", "step", "latest metric", "state", "eta"):
         table.add_column(column, justify="right" if column in ("trial", "step", "eta") else "left")
     for record in records:
@@ -87,3 +87,18 @@ def _duration(seconds: float | None) -> str:
         return "-"
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def print_live_slots(console: Any, spec: Any, n_trials: int | None = None, fresh_s: float = 120.0) -> bool:
+    """For `hpo status` in another terminal: the slots table of a run in progress on this machine, if there is one.
+    Returns whether it printed. Records older than `fresh_s` (a run that ended or died) are left out."""
+    now = time.time()
+    records = [
+        r
+        for r in read_slot_status(status_dir(spec))
+        if r.get("state") != "stopped" and now - float(r.get("updated", 0)) < fresh_s
+    ]
+    if not records:
+        return False
+    console.print(render_table(records, {}, n_trials, EtaEstimator()))
+    return True

@@ -69,13 +69,15 @@ class ChildResult:
 
 
 # ---- in the trial process ----------------------------------------------------------------------------------------
-_interrupt = {"requested": False, "armed": False}
+# "setup": nothing to save yet, an interrupt ends the process; "training": stop at the next step boundary and save;
+# "done": training ended, the trial is being scored: let it finish.
+_interrupt = {"requested": False, "phase": "setup"}
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     _interrupt["requested"] = True
-    if not _interrupt["armed"]:
-        raise KeyboardInterrupt  # training has not started: nothing to save, stop now
+    if _interrupt["phase"] == "setup":
+        raise KeyboardInterrupt
 
 
 class InterruptCallback(TrainerCallback):
@@ -86,7 +88,7 @@ class InterruptCallback(TrainerCallback):
         self.first_step_at: float | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        _interrupt["armed"] = True
+        _interrupt["phase"] = "training"
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.first_step_at is None:
@@ -103,7 +105,7 @@ class InterruptCallback(TrainerCallback):
             self.stopped_at = state.global_step
 
     def on_train_end(self, args, state, control, **kwargs):
-        _interrupt["armed"] = False
+        _interrupt["phase"] = "done"
 
 
 class ProgressCallback(TrainerCallback):

@@ -48,3 +48,6 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     console.print(table)
     counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
     console.print(f"{counts}; * = best" + (" (Pareto front)" if len(summary.directions) > 1 else ""))
+    from hpo.scheduler_view import print_live_slots  # the slots of a run in progress here (scheduler work)
+
+    print_live_slots(console, spec, getattr(spec.study, "n_trials", None))

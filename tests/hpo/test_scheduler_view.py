@@ -29,7 +29,7 @@ def test_table_shows_each_slot_with_trial_step_metric_state_and_eta(tmp_path):
     assert "7" in row and "20/100" in row and "eval_accuracy=0.8125" in row and "running" in row
     assert "1m20s" in row  # 10 steps in 10 s, 80 steps left
     assert "waiting" in next(line for line in text.splitlines() if "cpu 1" in line)
-    assert "trials of 20" in text and "3 complete, 1 running" in text
+    assert "slots: trials of 20" in text and "3 complete, 1 running" in text
 
 
 def test_status_files_being_replaced_are_skipped(tmp_path):
@@ -37,3 +37,23 @@ def test_status_files_being_replaced_are_skipped(tmp_path):
     write_status(tmp_path / "slot-1.json", {"slot": "cpu 1", "state": "idle"})
     assert [r["slot"] for r in read_slot_status(tmp_path)] == ["cpu 1"]
     assert read_slot_status(tmp_path / "missing") == []
+
+
+def test_status_in_another_terminal_shows_the_running_slots(tmp_path):
+    from types import SimpleNamespace
+
+    from hpo.scheduler_view import print_live_slots, status_dir
+
+    spec = SimpleNamespace(output_dir=str(tmp_path))
+    console = Console(width=120, record=True)
+    assert print_live_slots(console, spec) is False  # no run in progress
+    folder = status_dir(spec)
+    folder.mkdir(parents=True)
+    write_status(
+        folder / "slot-0.json",
+        {"slot": "gpu 0", "trial": 3, "state": "running", "step": 5, "max_steps": 50, "updated": time.time()},
+    )
+    write_status(folder / "slot-1.json", {"slot": "gpu 1", "state": "stopped", "updated": time.time()})
+    assert print_live_slots(console, spec, 10) is True
+    text = console.export_text()
+    assert "gpu 0" in text and "5/50" in text and "gpu 1" not in text
