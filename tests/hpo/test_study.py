@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from study_task import write_study
 
 import hpo
-from hpo.errors import HpoError
+from hpo.errors import ConfigError, HpoError
 from hpo.spec import load_study_spec
 from hpo.study import open_study, run_loaded_study, run_study
 
@@ -162,3 +162,15 @@ def test_summary_and_pareto_front_for_two_objectives(tmp_path: Path) -> None:
         assert trial.values[1] == (8 * hidden + hidden) + (hidden * 3 + 3)  # the MLP's parameter count
     front = {t.number for t in study.best_trials}
     assert {t.number for t in summary.best_trials} == front
+
+
+def test_storage_override_and_a_stored_study_with_other_directions(tmp_path: Path) -> None:
+    path = write_study(tmp_path, study={"n_trials": 1, "pruner": {"type": "none"}})
+    other = f"sqlite:///{tmp_path / 'elsewhere' / 'other.db'}"
+    summary = run_study(path, storage=other, in_process=True)
+    assert summary.storage == other and summary.n_trials == 1
+    assert not (tmp_path / "out" / "study.db").exists()  # the file's own storage was not touched
+    with pytest.raises(
+        ConfigError, match=r"study.direction: the stored study 'test' .* optimises \['maximize'\]"
+    ):
+        run_study(path, storage=other, in_process=True, set=["study.direction=minimize"])
