@@ -34,7 +34,8 @@ class ObjectiveTracker(TrainerCallback):
             return
         record = {k: _as_float(v) for k, v in metrics.items()}
         if self.count_parameters and self.num_parameters is None and kwargs.get("model") is not None:
-            self.num_parameters = sum(p.numel() for p in kwargs["model"].parameters())
+            # ZeRO-3 leaves each rank a partition; `ds_numel` is the full size. FSDP2's DTensors report the full size.
+            self.num_parameters = sum(getattr(p, "ds_numel", p.numel()) for p in kwargs["model"].parameters())
         if self.num_parameters is not None:
             record.setdefault(PARAMETER_COUNT_KEY, float(self.num_parameters))
         self.evaluations.append((state.global_step, record))
