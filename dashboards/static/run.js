@@ -17,9 +17,7 @@ class RunView {
 
   async refresh() {
     const data = await HPO.api("/api/run", { id: this.id });
-    const finished = data.trial ? !["RUNNING", "WAITING"].includes(data.trial.state) : false;
     if (this.signature !== signatureOf(data)) await this.render(data);
-    return finished;
   }
 
   async render(data) {

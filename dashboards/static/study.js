@@ -163,6 +163,11 @@ class StudyView {
   renderSummary() {
     const h = HPO.h;
     const summary = this.data.summary;
+    this.renderRunning(); // elapsed times move on every poll
+    // Rebuild the header only when it changed, so an open objective picker is not closed under the user's pointer.
+    const signature = JSON.stringify([summary.n_trials, summary.states, summary.best, this.data.export]);
+    if (signature === this.summarySignature) return;
+    this.summarySignature = signature;
     const multi = summary.directions.length > 1;
     const directions = summary.objectives.map((name, i) => name + ": " + summary.directions[i]).join(", ");
     const chips = [h("span", { className: "chip" }, directions), h("span", { className: "chip" }, summary.n_trials + " trials")];
@@ -175,7 +180,6 @@ class StudyView {
     }
     HPO.append(HPO.clear(this.header), title);
     this.renderBest();
-    this.renderRunning();
   }
 
   renderBest() {
