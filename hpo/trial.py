@@ -122,7 +122,7 @@ def _train_and_score(
     callbacks = [TrialIdentityCallback(f"trial-{trial.number}", params), tracker]
     callbacks += [pruning] if pruning else []
     tracking.extend(_tracking_callbacks(spec, trial, run_dir, params))
-    callbacks += _task_callbacks(task) + tracking + extra
+    callbacks += tracking + extra
     set_seed(args.seed)
     trainer = Trainer(
         model_init=model_init,
@@ -168,12 +168,6 @@ def _pruning_callback(spec: Any, trial: optuna.Trial) -> OptunaPruningCallback |
     if pruner is None or not pruner.enabled or len(study_metrics(spec.study)) > 1:
         return None
     return OptunaPruningCallback(trial, metric=study_metrics(spec.study)[0])
-
-
-def _task_callbacks(task: Any) -> list[TrainerCallback]:
-    """A task may name `callbacks`: a factory called once per trial, so each trial has its own instances."""
-    factory = getattr(task, "callbacks", None)
-    return list(factory()) if callable(factory) else []
 
 
 def _tracking_callbacks(spec: Any, trial: Any, run_dir: Path, params: dict) -> list[TrainerCallback]:
