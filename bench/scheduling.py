@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import statistics
 import sys
@@ -42,10 +43,21 @@ class Result:
     span_s: float
     wall_s: float
     overheads: list[float]
+    durations: list[float]
+    workers: int = 1
 
     @property
     def per_hour(self) -> float:
         return self.trials / self.span_s * 3600
+
+    @property
+    def busy(self) -> float:
+        """Fraction of the span the slots spent inside trials (1.0: no gap between trials)."""
+        return sum(self.durations) / (self.span_s * self.workers)
+
+    @property
+    def mean_duration(self) -> float:
+        return statistics.mean(self.durations)
 
     @property
     def overhead(self) -> float:
@@ -110,7 +122,9 @@ def run_hpo(root: Path, workers: int, trials: int, steps: int) -> Result:
         print(f"warning: {[t.state.name for t in done]}", file=sys.stderr)
     span = (max(t.datetime_complete for t in done) - min(t.datetime_start for t in done)).total_seconds()
     overheads = [t.user_attrs["startup_s"] for t in done if "startup_s" in t.user_attrs]
-    return Result(f"hpo, {workers} worker{'s' if workers > 1 else ''}", len(done), span, wall, overheads)
+    durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in done]
+    name = f"hpo, {workers} worker{'s' if workers > 1 else ''}"
+    return Result(name, len(done), span, wall, overheads, durations, workers)
 
 
 def run_transformers(root: Path, trials: int, steps: int) -> Result:
@@ -121,12 +135,15 @@ def run_transformers(root: Path, trials: int, steps: int) -> Result:
     torch.set_num_threads(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("transformers").setLevel(logging.ERROR)
-    marks: dict[str, list[float]] = {"asked": [], "first_step": []}
+    marks: dict[str, list[float]] = {"asked": [], "first_step": [], "ended": []}
 
     class FirstStep(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
             if len(marks["first_step"]) < len(marks["asked"]):
                 marks["first_step"].append(time.perf_counter())
+
+        def on_train_end(self, args, state, control, **kwargs):
+            marks["ended"].append(time.perf_counter())
 
     def hp_space(trial):
         marks["asked"].append(time.perf_counter())
@@ -153,21 +170,28 @@ def run_transformers(root: Path, trials: int, steps: int) -> Result:
     wall = time.perf_counter() - started
     span = wall - (marks["asked"][0] - started)
     overheads = [b - a for a, b in zip(marks["asked"], marks["first_step"], strict=False)]
-    return Result("transformers hyperparameter_search", trials, span, wall, overheads)
+    durations = [b - a for a, b in zip(marks["asked"], marks["ended"], strict=False)]
+    return Result("transformers hyperparameter_search", trials, span, wall, overheads, durations)
 
 
 def report(results: list[Result]) -> None:
-    print(
-        f"\n{'contender':<36} {'trials':>6} {'span s':>8} {'wall s':>8} {'trials/h':>9} {'ask->step s':>12}"
+    header = (
+        f"{'contender':<36} {'trials':>6} {'span s':>7} {'wall s':>7} {'trials/h':>9} {'ask->step s':>12}"
     )
+    print(f"\n{header} {'trial s':>8} {'slots busy':>10}")
     for r in results:
         print(
-            f"{r.name:<36} {r.trials:>6} {r.span_s:>8.1f} {r.wall_s:>8.1f} {r.per_hour:>9.0f} {r.overhead:>12.3f}"
+            f"{r.name:<36} {r.trials:>6} {r.span_s:>7.1f} {r.wall_s:>7.1f} {r.per_hour:>9.0f} {r.overhead:>12.3f} "
+            f"{r.mean_duration:>8.2f} {r.busy:>10.0%}"
         )
     one, two, hf = results
     scaling = two.per_hour / one.per_hour
     print(
         f"\n2 workers / 1 worker: {scaling:.2f}x trials per hour (target >= 1.8x: {'met' if scaling >= 1.8 else 'MISSED'})"
+    )
+    print(
+        f"  = 2 x slots busy ({two.busy:.0%} vs {one.busy:.0%}) x trial time 1 worker / 2 workers "
+        f"({one.mean_duration / two.mean_duration:.2f}: below 1 when other processes take the second core)"
     )
     print(f"hpo 1 worker / transformers: {one.per_hour / hf.per_hour:.2f}x trials per hour")
     print(f"hpo 2 workers / transformers: {two.per_hour / hf.per_hour:.2f}x trials per hour")
@@ -183,6 +207,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--steps", type=int, default=300)
     options = parser.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="hpo-bench-scheduling-") as folder:
         root = Path(folder)
         results = [
@@ -191,6 +216,7 @@ def main() -> None:
             run_transformers(root, options.trials, options.steps),
         ]
     report(results)
+    print(f"load average after: {os.getloadavg()[0]:.1f} (above ~2 means other processes shared these cores)")
 
 
 if __name__ == "__main__":
