@@ -88,6 +88,7 @@ HPO.fmt = function fmt(value) {
     if (magnitude !== 0 && (magnitude < 1e-3 || magnitude >= 1e5)) return value.toExponential(3);
     return String(Number(value.toPrecision(5)));
   }
+  if (Array.isArray(value) && value.every((item) => item === null || typeof item !== "object")) return value.map(HPO.fmt).join(", ");
   if (typeof value === "object") return JSON.stringify(value);
   return String(value);
 };

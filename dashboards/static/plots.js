@@ -229,7 +229,8 @@ function laneOf(trial) {
   const host = trial.user_attrs.host;
   const where = host ? HPO.plotText(host) : "";
   if (slot === undefined || slot === null) return where || "trials";
-  return (where ? where + " · " : "") + "slot " + HPO.plotText(slot);
+  const name = HPO.fmt(slot); // the scheduler names slots ("cpu 0", "gpu 0,1"); bare numbers get a prefix
+  return (where ? where + " · " : "") + HPO.plotText(/^\d+$/.test(name) ? "slot " + name : name);
 }
 
 HPO.plots.timeline = function timeline(div, study) {

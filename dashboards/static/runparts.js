@@ -41,7 +41,7 @@ function runChips(data) {
   const attrs = trial ? trial.user_attrs : {};
   for (const key of ["host", "slot", "devices"]) {
     const value = attrs[key] !== undefined ? attrs[key] : run[key];
-    if (value !== undefined && value !== null && value !== "") chips.push(h("span", { className: "chip" }, key + " " + HPO.fmt(value)));
+    if (HPO.fmt(value) !== "") chips.push(h("span", { className: "chip" }, key + " " + HPO.fmt(value)));
   }
   return h("div", { className: "chips" }, chips);
 }
