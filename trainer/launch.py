@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -70,7 +69,7 @@ def launch_ranks(
         min_nodes=nnodes,
         max_nodes=nnodes,
         nproc_per_node=nproc,
-        run_id=f"hpo-{uuid.uuid4().hex[:8]}",
+        run_id=f"hpo-{master_port}",  # the same on every node: the rendezvous keys are namespaced by it
         # static rendezvous: ranks come from --node-rank, as `torchrun --node-rank` does; no etcd, no elasticity.
         rdzv_backend="static",
         rdzv_endpoint=f"{master_addr}:{master_port}",

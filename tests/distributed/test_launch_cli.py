@@ -84,6 +84,30 @@ def test_hpo_train_under_the_deepspeed_launcher(tmp_path):
     assert (checkpoint / "deepspeed").is_dir(), "DeepSpeed's own checkpoint files are in the checkpoint"
 
 
+def test_hpo_train_across_two_nodes(tmp_path):
+    """Two `hpo train --nnodes 2` commands, one per node (here both on this machine, one rank each), form one job."""
+    from trainer.launch import free_port
+
+    port = str(free_port())
+    node = [sys.executable, *HPO_TRAIN, "--nnodes=2", "--master-addr=127.0.0.1", f"--master-port={port}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    second = subprocess.Popen(
+        [*node, "--node-rank=1", f"--output-dir={tmp_path}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        first = run([*node, "--node-rank=0", f"--output-dir={tmp_path}"])
+        second_output, _ = second.communicate(timeout=120)
+    finally:
+        second.kill()
+    assert second.returncode == 0, second_output[-5000:]
+    assert_trained_on_two_ranks(first, tmp_path)
+
+
 @pytest.mark.parametrize(
     "flags,message",
     [
