@@ -19,6 +19,8 @@ def is_mapping(batch: Any) -> bool:
 
 def call_model(model: torch.nn.Module, batch: Any) -> Any:
     """A dict batch is passed as keyword arguments, a tuple or list as positional ones, anything else as is."""
+    if type(batch) is dict:  # the usual batch first: a plain dict from default_collate
+        return model(**batch)
     if isinstance(batch, (tuple, list)):
         return model(*batch)
     if is_mapping(batch):

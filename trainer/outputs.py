@@ -45,12 +45,21 @@ def _one_or_tuple(values: list[Any]) -> Any:
     return values[0] if len(values) == 1 else tuple(values)
 
 
+def loss_of(output: Any) -> torch.Tensor | None:
+    """Only the loss of a model's output (the training path: no logits are collected)."""
+    if type(output) is torch.Tensor:
+        return output if output.ndim == 0 else None
+    if type(output) is dict or isinstance(output, Mapping):
+        return output.get("loss")
+    return loss_and_logits(output)[0]
+
+
 def loss_and_logits(output: Any) -> tuple[torch.Tensor | None, Any]:
     """Read a model's output: a scalar tensor is a loss, another tensor logits; a dict or object gives `loss` and
     `logits` (or its other values); a tuple starting with a scalar is (loss, *logits)."""
     if torch.is_tensor(output):
         return (output, None) if output.ndim == 0 else (None, output)
-    if isinstance(output, Mapping):
+    if type(output) is dict or isinstance(output, Mapping):  # the plain-dict check skips a slower ABC check
         loss = output.get("loss")
         if "logits" in output:
             return loss, output["logits"]

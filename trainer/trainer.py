@@ -40,7 +40,7 @@ from trainer.events import Event
 from trainer.meter import create_loss_meter
 from trainer.modeling import call_model, labels_of, prepare_model, split_labels, training_flos_per_token
 from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
-from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits
+from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
 from trainer.plan import TrainingPlan, build_plan
 from trainer.seed import enable_full_determinism, set_seed
 from trainer.state import TrainerControl, TrainerState
@@ -117,6 +117,8 @@ class Trainer:
         self.callback_handler.remove_callback(callback)
 
     def fire(self, event: Event, **extra: Any) -> TrainerControl:
+        if not self.callback_handler.has_hooks(event):  # the usual case for most events: no call at all
+            return self.control
         return self.callback_handler.call(event, self.args, self.state, self.control, **extra)
 
     # ---- training ----------------------------------------------------------------------------------------------
@@ -201,7 +203,8 @@ class Trainer:
             state.epoch = epoch + step_in_epoch / steps_in_epoch
             self._loss_meter.add(step_loss, state.global_step)
             self.fire(Event.ON_STEP_END)
-            self._log_evaluate_save()
+            if control.should_log or control.should_evaluate or control.should_save:
+                self._log_evaluate_save()
             if (
                 control.should_epoch_stop
                 or control.should_training_stop
@@ -268,7 +271,7 @@ class Trainer:
             loss = self.compute_loss_func(outputs, labels, num_items_in_batch=n_items)
         else:
             outputs = call_model(model, inputs)
-            loss = outputs if type(outputs) is torch.Tensor else loss_and_logits(outputs)[0]
+            loss = loss_of(outputs)
             if loss is None or loss.ndim != 0:
                 raise TrainerError(
                     f"{type(self.strategy.unwrap(model)).__name__} returned no scalar loss: return the loss (a "

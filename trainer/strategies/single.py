@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -9,13 +10,14 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from trainer.data import move_to_device
-from trainer.precision import check_precision, create_grad_scaler
+from trainer.precision import autocast_dtype, check_precision, create_grad_scaler
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory, Strategy
 
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.pt"
 SCHEDULER_FILE = "scheduler.pt"
 SCALER_FILE = "scaler.pt"
+_FULL_PRECISION = contextlib.nullcontext()
 
 
 class SingleDeviceStrategy(Strategy):
@@ -31,6 +33,10 @@ class SingleDeviceStrategy(Strategy):
         check_precision(self.args, self.device)
         self.scaler = create_grad_scaler(self.args, self.device)
         self._on_cpu = self.device.type == "cpu"
+        self._full_precision = autocast_dtype(self.args) is None
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return _FULL_PRECISION if self._full_precision else super().autocast()  # runs every micro-batch
 
     def move_batch(self, batch: Any) -> Any:
         return (
