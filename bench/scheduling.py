@@ -1,6 +1,6 @@
 """Trials per hour with 1 and 2 scheduler workers, the start-up cost of a trial, and transformers' hyperparameter_search.
 
-    python bench/scheduling.py                      # 8 trials of 300 steps per contender
+    python bench/scheduling.py                      # 16 trials of 300 steps per contender
     python bench/scheduling.py --trials 12 --steps 400
 
 One study (bench/scheduling_task.py: a 64-384-384-10 MLP on generated data, batch 64, an evaluation every 100 steps, no
@@ -204,7 +204,7 @@ def report(results: list[Result]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--trials", type=int, default=16)
     parser.add_argument("--steps", type=int, default=300)
     options = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
