@@ -228,3 +228,14 @@ def test_fsdp_wraps_by_class_name_or_parameter_count():
     parts = [model[0].inner, model[0].norm, model[1].inner, model[1].norm, model[2]]
     assert wrapped({"min_num_params": 20}) == parts
     assert wrapped({}) == [], "without a policy only the root is sharded (as one unit)"
+
+
+def test_deepspeed_without_zero_leaves_bf16_to_the_trainers_autocast():
+    # DeepSpeed's stage-0 bf16 mode would train bf16 weights with no fp32 master copy.
+    config = fill_deepspeed_config(
+        {"zero_optimization": {"stage": 0}, "bf16": {"enabled": "auto"}}, _args(), 2
+    )
+    assert "bf16" not in config
+    assert fill_deepspeed_config({"zero_optimization": {"stage": 2}}, _args(), 2)["bf16"] == {"enabled": True}
+    explicit = {"zero_optimization": {"stage": 0}, "bf16": {"enabled": True}}
+    assert fill_deepspeed_config(explicit, _args(), 2)["bf16"] == {"enabled": True}

@@ -126,6 +126,7 @@ def test_each_strategy_trains_on_two_ranks_and_the_loss_goes_down(jobs, setup):
         ("ddp", ["--strategy", "ddp"]),
         ("fsdp", ["--strategy", "fsdp"]),
         ("zero2-offload", ["--strategy", "deepspeed", "--zero-stage", "2", "--offload"]),
+        ("zero0", ["--strategy", "deepspeed", "--zero-stage", "0"]),
     ],
 )
 def test_bf16_under_each_strategy(jobs, setup, args):

@@ -75,9 +75,8 @@ def fill_deepspeed_config(
     # A client (torch) optimizer is the norm here: let ZeRO take it, also with CPU offload.
     config.setdefault("zero_allow_untested_optimizer", True)
     config.setdefault("zero_force_ds_cpu_optimizer", False)
-    config.setdefault(
-        "steps_per_print", 10**9
-    )  # the Trainer logs; DeepSpeed's own progress lines would only repeat it
+    # The Trainer logs; DeepSpeed's own progress lines would only repeat it.
+    config.setdefault("steps_per_print", 10**9)
     _reject_leftover_auto(config)
     return config
 
@@ -105,6 +104,11 @@ def _same(a: Any, b: Any) -> bool:
 def _fill_precision(config: dict, args: Any) -> None:
     for key, flag in (("bf16", bool(args.bf16)), ("fp16", bool(args.fp16))):
         section = config.get(key)
+        if key == "bf16" and zero_stage(config) == 0 and (section is None or section.get("enabled") == AUTO):
+            # Without ZeRO, DeepSpeed's bf16 mode trains bf16 weights with no fp32 master copy. The Trainer's bf16
+            # autocast gives bf16 compute on fp32 weights instead, as under DDP; bf16.enabled=true still opts in.
+            config.pop(key, None)
+            continue
         if section is None:
             if flag:
                 config[key] = {"enabled": True}
