@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 
 import optuna
@@ -174,3 +175,19 @@ def test_storage_override_and_a_stored_study_with_other_directions(tmp_path: Pat
         ConfigError, match=r"study.direction: the stored study 'test' .* optimises \['maximize'\]"
     ):
         run_study(path, storage=other, in_process=True, set=["study.direction=minimize"])
+
+
+def test_timeout_stops_starting_trials(tmp_path: Path) -> None:
+    path = write_study(
+        tmp_path, study={"pruner": {"type": "none"}, "sampler": {"type": "random"}}
+    )  # no n_trials
+    started = time.monotonic()
+    summary = run_study(path, timeout=1.5, in_process=True)
+    elapsed = time.monotonic() - started
+    assert summary.n_trials >= 1
+    assert summary.counts == {"COMPLETE": summary.n_trials}  # the trial running at the deadline finished
+    trials = optuna.load_study(study_name="test", storage=summary.storage).trials
+    last_start = max(t.datetime_start for t in trials)
+    first_start = min(t.datetime_start for t in trials)
+    assert (last_start - first_start).total_seconds() < 1.5 + 1.0  # none started long after the deadline
+    assert elapsed < 60
