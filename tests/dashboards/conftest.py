@@ -42,11 +42,11 @@ def hpo(*args: str) -> None:
 
 @pytest.fixture(scope="session")
 def real(tmp_path_factory) -> dict:
-    """A study made by really running `hpo run` on tiny_study.yaml (6 digits trials in this process: one fails, the
-    pruner stops some), and a single `hpo train` run recorded in the same experiment store."""
+    """A study made by really running `hpo run` on tiny_study.yaml (6 digits trials, each in its own process: one
+    fails, the pruner stops one or more), and a single `hpo train` run recorded in the same experiment store."""
     folder = tmp_path_factory.mktemp("real-study")
     output = f"study.output_dir={folder}"
-    hpo("run", str(TINY_STUDY), "--set", output, "--in-process")
+    hpo("run", str(TINY_STUDY), "--set", output, "--workers", "1")  # the real scheduler: a process per trial
     store = folder / "experiments.db"
     hpo("train", str(TINY_RUN), "--output-dir", str(folder / "single"), "--set", f"tracking.store={store}")
     sources = locate(TINY_STUDY, None, None, (output,))
