@@ -57,7 +57,8 @@ def launch_ranks(
     master_addr: str = "127.0.0.1",
     master_port: int | None = None,
 ) -> int:
-    """Run `entry` on `nproc` ranks of this node (of `nnodes`) and return 0, or 1 when any rank failed."""
+    """Run `entry` on `nproc` ranks of this node (of `nnodes`) and return 0, or the exit code of the rank that failed
+    first (1 when it died of a signal), so a usage error in the ranks (exit 2) stays exit 2."""
     _check_layout(nproc, nnodes, node_rank)
     if master_port is None:
         if nnodes > 1:
@@ -82,7 +83,8 @@ def launch_ranks(
         elastic_launch(config, target)(*args)
     except ChildFailedError as failure:
         print(_describe_failure(failure), file=sys.stderr, flush=True)
-        return 1
+        code = failure.get_first_failure()[1].exitcode
+        return code if isinstance(code, int) and code > 0 else 1
     return 0
 
 

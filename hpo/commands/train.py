@@ -111,7 +111,8 @@ def _train_on_ranks(
     except ValueError as error:
         raise ConfigError(str(error)) from error
     if code != 0:
-        raise HpoError(f"training failed on a rank of {nproc * nnodes} (its error is shown above)")
+        failure = ConfigError if code == ConfigError.exit_code else HpoError
+        raise failure(f"training failed on a rank of {nproc * nnodes} (its error is shown above)")
 
 
 class Interrupted(HpoError):

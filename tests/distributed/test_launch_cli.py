@@ -119,3 +119,19 @@ def test_bad_launch_flags_exit_2_naming_the_flag(tmp_path, flags, message):
     done = run([sys.executable, *HPO_TRAIN, *flags, f"--output-dir={tmp_path}"], timeout=60)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_usage_error_inside_the_ranks_still_exits_2(tmp_path):
+    """The run file parses, but its task names a function that does not exist: found only when the ranks import it."""
+    done = run(
+        [
+            sys.executable,
+            *HPO_TRAIN,
+            "--set=task.data=studies.tasks.digits:no_such_function",
+            "--nproc=2",
+            f"--output-dir={tmp_path}",
+        ]
+    )
+    assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
+    assert "no_such_function" in done.stderr
+    assert "rank 0 failed first" in done.stderr or "rank 1 failed first" in done.stderr
