@@ -74,7 +74,11 @@ HPO.plots.history = function history(div, study, objective) {
   return HPO.plots.render(div, [
     { type: markerType(x.length), mode: "markers", name: "trial value", x, y, text, marker: { size: 5, color: HPO.STATE_COLORS.COMPLETE, opacity: 0.7 }, hovertemplate: "%{text}<br>%{y}<extra></extra>" },
     { type: "scatter", mode: "lines", name: "best so far", x: bestX, y: bestY, line: { color: "#d62728", width: 2, shape: "hv" }, hoverinfo: "skip" },
-  ], { xaxis: { title: { text: "trial" } }, yaxis: { title: { text: objectiveLabel(study, objective) } } });
+  ], {
+    // trial numbers are integers: no 1.5 ticks on a short axis
+    xaxis: { title: { text: "trial" }, dtick: x[x.length - 1] - x[0] < 10 ? 1 : undefined },
+    yaxis: { title: { text: objectiveLabel(study, objective) } },
+  });
 };
 
 // Above this many curves the intermediate values are drawn as a density (10,000 overlapping lines say less than a

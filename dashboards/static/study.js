@@ -152,8 +152,8 @@ class StudyView {
     objectives.forEach((objective, i) => columns.push({ key: "value" + i, label: objective, numeric: true, value: (t) => (t.values ? t.values[i] : null) }));
     for (const param of this.data.params) columns.push({ key: "param:" + param.name, label: param.name, numeric: param.type !== "categorical", value: (t) => t.params[param.name] });
     columns.push(
-      { key: "duration", label: "duration", numeric: true, value: (t) => t.duration, cell: (t) => HPO.fmtDuration(t.duration) },
-      { key: "slot", label: "slot", value: (t) => t.user_attrs.slot },
+      { key: "duration", label: "duration", numeric: true, nowrap: true, value: (t) => t.duration, cell: (t) => HPO.fmtDuration(t.duration) },
+      { key: "slot", label: "slot", nowrap: true, value: (t) => t.user_attrs.slot },
       { key: "pruned_step", label: "pruned at", numeric: true, value: (t) => (t.state === "PRUNED" ? lastStep(t) : null) },
       { key: "error", label: "error", value: (t) => t.user_attrs.error }
     );

@@ -100,7 +100,8 @@ HPO.Table = class Table {
       const tr = HPO.h("tr");
       for (const column of this.columns) {
         const content = column.cell ? column.cell(row) : HPO.fmt(column.value(row));
-        tr.appendChild(HPO.h("td", { className: column.numeric ? "num" : null }, content));
+        const classes = [column.numeric ? "num" : "", column.nowrap ? "nowrap" : ""].join(" ").trim();
+        tr.appendChild(HPO.h("td", { className: classes || null }, content));
       }
       fragment.appendChild(tr);
     }
