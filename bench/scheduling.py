@@ -202,10 +202,85 @@ def report(results: list[Result]) -> None:
     )
 
 
+# ---- storage under load (--storage-load) ----------------------------------------------------------------------------
+STORAGE_WORKERS, STORAGE_TRIALS = 4, 100
+
+
+def _storage(kind: str, path: Path):
+    from optuna.storages import RDBStorage
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    from hpo.storage import create_storage
+
+    heartbeat = {"heartbeat_interval": 1, "grace_period": 10}
+    if kind == "optuna sqlite":
+        return RDBStorage(f"sqlite:///{path}", **heartbeat)
+    if kind == "hpo sqlite":
+        return create_storage(f"sqlite:///{path}", **heartbeat)
+    return JournalStorage(JournalFileBackend(str(path) + ".log"))  # no heartbeats: stale trials stay RUNNING
+
+
+def _storage_worker(kind: str, path: Path, queue) -> None:
+    import optuna
+
+    def objective(trial):
+        x = trial.suggest_float("x", -10, 10)
+        for step in range(3):
+            trial.report(x * x, step)
+        return x * x
+
+    errors = []
+    study = optuna.load_study(
+        study_name="s", storage=_storage(kind, path), sampler=optuna.samplers.RandomSampler()
+    )
+    for _ in range(STORAGE_TRIALS):
+        try:
+            study.optimize(objective, n_trials=1)  # with heartbeats on the RDB storages, as Optuna runs them
+        except Exception as error:  # noqa: BLE001 - counted, e.g. "database is locked"
+            errors.append(str(error)[:100])
+    queue.put(errors)
+
+
+def storage_load(root: Path) -> None:
+    """4 processes x 100 trials of a plain objective on each storage: errors and trials per second."""
+    import multiprocessing
+    import warnings
+
+    import optuna
+
+    warnings.filterwarnings("ignore")
+    optuna.logging.set_verbosity(optuna.logging.CRITICAL)
+    print(f"\nstorage under load: {STORAGE_WORKERS} processes x {STORAGE_TRIALS} trials, heartbeat 1 s")
+    for kind in ("optuna sqlite", "hpo sqlite", "journal file"):
+        path = root / f"{kind.replace(' ', '-')}.db"
+        optuna.create_study(study_name="s", storage=_storage(kind, path))
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        started = time.perf_counter()
+        workers = [
+            context.Process(target=_storage_worker, args=(kind, path, queue)) for _ in range(STORAGE_WORKERS)
+        ]
+        for worker in workers:
+            worker.start()
+        errors = [e for _ in workers for e in queue.get()]
+        for worker in workers:
+            worker.join()
+        seconds = time.perf_counter() - started
+        done = len(
+            optuna.load_study(study_name="s", storage=_storage(kind, path)).get_trials(
+                states=(optuna.trial.TrialState.COMPLETE,)
+            )
+        )
+        print(
+            f"{kind:<14} complete {done:>4}  errors {len(errors):>3}  {done / seconds:>6.1f} trials/s  {sorted(set(errors))[:2]}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=16)
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--storage-load", action="store_true", help="also: SQLite storages under 4 processes")
     options = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="hpo-bench-scheduling-") as folder:
@@ -216,6 +291,9 @@ def main() -> None:
             run_transformers(root, options.trials, options.steps),
         ]
     report(results)
+    if options.storage_load:
+        with tempfile.TemporaryDirectory(prefix="hpo-bench-storage-") as folder:
+            storage_load(Path(folder))
     print(f"load average after: {os.getloadavg()[0]:.1f} (above ~2 means other processes shared these cores)")
 
 
