@@ -163,7 +163,9 @@ def main() -> None:
     base, big = results[args.baseline_trials], results[args.trials]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nstudy page paint, headless Chromium ({CHROMIUM}), ms from navigation start")
-    print(f"machine: {os.cpu_count()} CPUs, load average {load} (other work on the machine slows every figure)")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load} (other work on the machine slows every figure)"
+    )
     print(f"{'':28}{args.baseline_trials:>10} trials{args.trials:>10} trials{'ratio':>10}")
     for key, label in [
         ("cold_first_view", "first view, cold cache"),

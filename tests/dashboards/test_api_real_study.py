@@ -55,7 +55,8 @@ def test_study_trials_match_optuna_and_pruned_curves_end_where_pruned(real_clien
     pruned = [row for row in body["trials"] if row["state"] == "PRUNED"]
     assert pruned and all(row["intermediate"][-1][0] == row["user_attrs"]["pruned_step"] for row in pruned)
     assert trials[2].state == optuna.trial.TrialState.PRUNED  # the enqueued hopeless trial
-    assert {row["user_attrs"]["slot"] for row in body["trials"]} == {"cpu 0"}  # the scheduler's slot, for the timeline
+    slots = {row["user_attrs"]["slot"] for row in body["trials"]}
+    assert slots == {"cpu 0"}  # the scheduler's slot, for the timeline
     (failed,) = [row for row in body["trials"] if row["state"] == "FAIL"]
     assert failed["params"]["activation"] == HOSTILE and HOSTILE in failed["user_attrs"]["error"]
     assert "traceback" not in failed["user_attrs"]  # heavy attributes stay on the trial page
