@@ -39,6 +39,9 @@ class Slot:
         env = {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
         if self.devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.devices))
+            # torch.cuda.is_available() in the worker would otherwise initialise the driver (cuInit), after which
+            # its forked trials could not use CUDA; the NVML check leaves the driver alone.
+            env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         return env
 
 

@@ -17,6 +17,7 @@ def test_one_slot_per_gpu_by_default():
     slots = make_slots(resources(), available_gpus=[0, 1, 2, 3], cpu_count=16)
     assert [s.devices for s in slots] == [(0,), (1,), (2,), (3,)]
     assert [s.environment()["CUDA_VISIBLE_DEVICES"] for s in slots] == ["0", "1", "2", "3"]
+    assert slots[0].environment()["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"  # the worker may fork CUDA trials
     assert all(s.ranks == 1 and s.threads == 4 for s in slots)
 
 
