@@ -86,7 +86,7 @@ class CallbackHandler:
     def __init__(self, callbacks: list[Any] | None = None) -> None:
         self.callbacks: list[Any] = []
         self.kwargs: dict[str, Any] = {}
-        self._hooks: dict[str, list[Any]] = {}
+        self.hooks: dict[str, list[Any]] = {}  # event -> bound methods that override it (read by the loop)
         for callback in callbacks or []:
             self.add_callback(callback)
 
@@ -115,18 +115,18 @@ class CallbackHandler:
 
     def _rebuild(self) -> None:
         # keyed by the Event member and by its name, so both `call(Event.ON_LOG)` and `call("on_log")` work
-        self._hooks = {}
+        self.hooks = {}
         for event in Event:
             hooks = [getattr(cb, event.value) for cb in self.callbacks if _overrides(cb, event.value)]
-            self._hooks[event] = self._hooks[event.value] = hooks
+            self.hooks[event] = self.hooks[event.value] = hooks
 
     def has_hooks(self, event: str) -> bool:
-        return bool(self._hooks[event])
+        return bool(self.hooks[event])
 
     def call(
         self, event: str, args: TrainingArguments, state: TrainerState, control: TrainerControl, **extra: Any
     ) -> TrainerControl:
-        hooks = self._hooks[event]
+        hooks = self.hooks[event]
         if not hooks:  # most events have no hook in most runs: leave at once (this runs several times a step)
             return control
         kwargs = {**self.kwargs, **extra} if extra else self.kwargs

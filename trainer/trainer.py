@@ -117,7 +117,7 @@ class Trainer:
         self.callback_handler.remove_callback(callback)
 
     def fire(self, event: Event, **extra: Any) -> TrainerControl:
-        if not self.callback_handler.has_hooks(event):  # the usual case for most events: no call at all
+        if not self.callback_handler.hooks[event]:  # the usual case for most events: no call at all
             return self.control
         return self.callback_handler.call(event, self.args, self.state, self.control, **extra)
 
