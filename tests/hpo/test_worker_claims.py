@@ -1,0 +1,85 @@
+"""The worker's claim and re-queue rules, on a real SQLite storage in this process."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from hpo.requeue import RetryPolicy, fail_running_trial, fail_stale_trials
+from hpo.storage import create_storage
+from hpo.worker import WAIT, claim_trial
+
+
+@pytest.fixture
+def study(tmp_path):
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = create_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_interval=1, grace_period=2)
+    return optuna.create_study(study_name="s", storage=storage, sampler=optuna.samplers.RandomSampler(seed=0))
+
+
+def _checkpoint(run_dir, step):
+    folder = run_dir / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text("{}")
+    return folder
+
+
+def test_claims_stop_at_n_trials_and_wait_while_a_worker_still_runs_one(study, tmp_path):
+    first = claim_trial(study, 2, tmp_path)
+    second = claim_trial(study, 2, tmp_path)
+    assert isinstance(first, optuna.Trial) and isinstance(second, optuna.Trial)
+    second.set_user_attr("worker", "host:1")
+    study.tell(first, 1.0)
+    assert claim_trial(study, 2, tmp_path) == WAIT  # the running trial may crash and need its slot again
+    study.tell(second, 2.0)
+    assert claim_trial(study, 2, tmp_path) is None
+    assert len(study.trials) == 2
+
+
+def test_a_crashed_trial_is_queued_once_with_its_checkpoint_and_runs_first(study, tmp_path):
+    policy = RetryPolicy(max_retries=1, output_dir=str(tmp_path))
+    trial = claim_trial(study, 5, tmp_path)
+    trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+    _checkpoint(tmp_path / "trial-0", 4)
+    newest = _checkpoint(tmp_path / "trial-0", 12)
+    assert fail_running_trial(study, trial._trial_id, "crashed: test", policy, counts_as_retry=True) == 0
+    assert fail_running_trial(study, trial._trial_id, "crashed: again", policy, counts_as_retry=True) is None
+    failed = study.trials[0]
+    assert failed.state == TrialState.FAIL and failed.user_attrs == {
+        "error": "crashed: test",
+        "requeued": True,
+    }
+    (waiting,) = study.get_trials(states=(TrialState.WAITING,))
+    assert waiting.user_attrs["resume_from"] == str(newest)
+    assert waiting.user_attrs["requeued_from_trial"] == 0 and waiting.user_attrs["retry_count"] == 1
+
+    retry = claim_trial(study, 5, tmp_path)  # the queued retry comes before any new trial
+    assert retry.number == 1 and retry.suggest_float("lr", 1e-4, 1e-1, log=True) == failed.params["lr"]
+    assert fail_running_trial(study, retry._trial_id, "crashed: twice", policy, counts_as_retry=True) is None
+    assert "not retried: resources.max_retries = 1 used" in study.trials[1].user_attrs["error"]
+    assert not study.get_trials(states=(TrialState.WAITING,))
+
+
+def test_an_interrupt_does_not_use_up_retries(study, tmp_path):
+    policy = RetryPolicy(max_retries=0, output_dir=str(tmp_path))
+    trial = claim_trial(study, 5, tmp_path)
+    fail_running_trial(study, trial._trial_id, "interrupted at step 3", policy, counts_as_retry=False)
+    (waiting,) = study.get_trials(states=(TrialState.WAITING,))
+    assert waiting.user_attrs["retry_count"] == 0 and "resume_from" not in waiting.user_attrs
+
+
+def test_a_trial_whose_heartbeat_stopped_is_failed_and_queued(study, tmp_path):
+    import time
+
+    trial = claim_trial(study, 5, tmp_path)  # claiming records a first heartbeat
+    trial.set_user_attr("worker", "elsewhere:42")
+    policy = RetryPolicy(max_retries=2, output_dir=str(tmp_path))
+    assert fail_stale_trials(study, policy) == []  # still fresh
+    time.sleep(3.2)  # grace period 2 s
+    assert fail_stale_trials(study, policy) == [0]
+    failed = study.trials[0]
+    assert (
+        failed.user_attrs["error"] == "crashed: no heartbeat from worker elsewhere:42 within the grace period"
+    )
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING]
