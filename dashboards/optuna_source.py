@@ -92,7 +92,13 @@ class OptunaSource:
         study = self.study(name)
         if study is None:
             return []
-        return study.get_trials(deepcopy=False)
+        try:
+            return study.get_trials(deepcopy=False)
+        except KeyError:  # deleted (and maybe created again) since we loaded it, e.g. from optuna-dashboard
+            with self._lock:
+                self._studies.pop(name, None)
+            study = self.study(name)
+            return study.get_trials(deepcopy=False) if study is not None else []
 
     def warm_up(self) -> None:
         """Load every study once (seconds for 10,000 trials) so the first page view does not wait for it."""

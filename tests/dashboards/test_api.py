@@ -99,3 +99,22 @@ def test_a_store_that_does_not_exist_yet_reads_as_empty(tmp_path):
     reader = StoreReader(str(tmp_path / "experiments.db"))
     assert reader.runs() == [] and reader.metrics("x") == {} and reader.events("x") == []
     assert not (tmp_path / "experiments.db").exists()  # reading never creates it
+
+
+def test_a_study_deleted_and_created_again_is_read_afresh(tmp_path):
+    """optuna-dashboard (beside ours) can delete a study; a new one of the same name must not show stale trials."""
+    from dashboards.optuna_source import OptunaSource
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    optuna.create_study(study_name="s", storage=storage).optimize(
+        lambda t: t.suggest_float("x", 0, 1), n_trials=2
+    )
+    source = OptunaSource(storage)
+    assert len(source.trials("s")) == 2
+    optuna.delete_study(study_name="s", storage=storage)
+    optuna.create_study(study_name="s", storage=storage).optimize(
+        lambda t: t.suggest_float("x", 0, 1), n_trials=3
+    )
+    assert len(source.trials("s")) == 3
+    optuna.delete_study(study_name="s", storage=storage)
+    assert source.study_names() == [] and source.trials("s") == []
