@@ -378,11 +378,17 @@ def _check_parallelism(args: TrainingArguments) -> None:
         )
     if args.deepspeed is not None and args.fsdp_config is not None:
         raise TrainerConfigError("'deepspeed' and 'fsdp_config' are both set; choose one sharding strategy")
-    ddp_only = [n for n in ("ddp_find_unused_parameters", "ddp_bucket_cap_mb") if getattr(args, n) is not None]
+    ddp_only = [
+        n for n in ("ddp_find_unused_parameters", "ddp_bucket_cap_mb") if getattr(args, n) is not None
+    ]
     if ddp_only and args.strategy in ("single", "fsdp", "deepspeed"):
-        raise TrainerConfigError(f"{ddp_only} apply to strategy 'ddp' only; remove them or set strategy to 'ddp'")
+        raise TrainerConfigError(
+            f"{ddp_only} apply to strategy 'ddp' only; remove them or set strategy to 'ddp'"
+        )
     if args.ddp_bucket_cap_mb is not None and args.ddp_bucket_cap_mb <= 0:
-        raise TrainerConfigError(f"training argument 'ddp_bucket_cap_mb' must be > 0, got {args.ddp_bucket_cap_mb}")
+        raise TrainerConfigError(
+            f"training argument 'ddp_bucket_cap_mb' must be > 0, got {args.ddp_bucket_cap_mb}"
+        )
     if args.fsdp_config is not None:
         from trainer.strategies.fsdp_options import validate_fsdp_config
 
