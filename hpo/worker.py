@@ -24,7 +24,7 @@ import socket
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,6 @@ class WorkerConfig:
     worker_index: int = 0
     status_dir: Path | None = None
     parent_pid: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def resources(self) -> Any:
@@ -155,7 +154,8 @@ def run_one(
         metric=_first_metric(config.spec),
         status_base={"slot": slot.label, "trial": trial.number, "params": params, "started": time.time()},
     )
-    write_status(job.status_file, {**job.status_base, "state": "starting"}) if job.status_file else None
+    if job.status_file is not None:
+        write_status(job.status_file, {**job.status_base, "state": "starting"})
     from hpo.storage import dispose_connections
 
     dispose_connections(study._storage)  # noqa: SLF001 - no database socket may be shared with the forks
@@ -269,7 +269,13 @@ def run_worker(config: WorkerConfig) -> int:
             _write_idle(status, config, "waiting")
             time.sleep(POLL_S)
             continue
-        result = run_one(study, claimed, config, stop, claimed_at)
+        try:
+            result = run_one(study, claimed, config, stop, claimed_at)
+        except Exception as error:  # noqa: BLE001 - e.g. a search space the sampler rejects: fail this trial only
+            logger.exception("trial %d could not start", claimed.number)
+            claimed.set_user_attr("error", f"{type(error).__name__}: {error}")
+            study.tell(claimed, state=TrialState.FAIL)
+            continue
         finish(study, claimed, result, config)
         _after_trial(config, study)
         _write_idle(status, config, "idle")
