@@ -210,7 +210,12 @@ class _signals_to:
             )
 
     def __exit__(self, *exc: Any) -> None:
-        if exc[0] is not None:
+        if exc[0] is not None and issubclass(exc[0], HpoError):
+            # The study must stop (max_failures): running trials checkpoint and are queued, as on Ctrl-C.
+            self.pool.request_stop()
+            while self.pool.poll():
+                time.sleep(0.2)
+        elif exc[0] is not None:
             self.pool.kill()
         self.pool.wait()
         for signum, handler in self.previous.items():
