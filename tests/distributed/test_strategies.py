@@ -86,7 +86,12 @@ def execute(command: list[str], out: Path, timeout: int) -> Job:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     start = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    return Job(done.returncode, done.stdout + done.stderr, out, time.monotonic() - start)
+    output = done.stdout + done.stderr
+    # Kept beside the job's files (pytest keeps the last 3 sessions' folders) for a failure seen only in CI.
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "jobs.log", "a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(command)}\n{output}\n[exit {done.returncode}]\n")
+    return Job(done.returncode, output, out, time.monotonic() - start)
 
 
 @pytest.fixture(scope="session")
