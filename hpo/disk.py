@@ -2,7 +2,8 @@
 
 Every trial writes checkpoints into `trial-<number>/checkpoint-<step>/`. Left alone, a 200-trial study keeps 200 trials'
 worth of them. After each trial ends, `enforce_keep_checkpoints` deletes:
-- every checkpoint of PRUNED and FAILED trials (except a crashed trial's whose retry will resume from it),
+- every checkpoint of PRUNED and FAILED trials (except a crashed trial's whose retry will resume from it, and any
+  checkpoint a WAITING or RUNNING trial names as `resume_from`, however many retries back it was written),
 - every checkpoint of COMPLETE trials outside the top k,
 - every checkpoint but the best one of COMPLETE trials in the top k.
 RUNNING and WAITING trials are never touched. So the checkpoints on disk are at most k plus those of the running trials,
@@ -52,17 +53,34 @@ def kept_checkpoint(trial: FrozenTrial, run_dir: Path) -> Path | None:
     return latest_checkpoint(run_dir)
 
 
+def pending_resume_points(pending: list[FrozenTrial]) -> set[Path]:
+    """The checkpoints WAITING and RUNNING trials resume from. After chained retries (a retry that crashed before its
+    first save is queued to resume from the checkpoint it was given) that can be a trial several retries back."""
+    return {Path(t.user_attrs["resume_from"]).resolve() for t in pending if t.user_attrs.get("resume_from")}
+
+
+def awaiting_requeue(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """Trials just failed with `requeued: true` whose retry another process has not enqueued yet (hpo.requeue fails a
+    trial, then enqueues it): their checkpoints and resume point are about to be needed."""
+    retried = {t.user_attrs.get("requeued_from_trial") for t in trials}
+    return [
+        t
+        for t in trials
+        if t.state == TrialState.FAIL and t.user_attrs.get("requeued") and t.number not in retried
+    ]
+
+
 def enforce_keep_checkpoints(study: optuna.Study, spec: object, top_k: int | None) -> list[Path]:
     """Delete the checkpoints the policy does not keep; returns what was deleted. `top_k=None` keeps everything."""
     if top_k is None:
         return []
     top = {t.number for t in top_trials(study, top_k)}
     trials = study.get_trials(deepcopy=False)
-    pending_retries = {
-        t.user_attrs.get("requeued_from_trial")
-        for t in trials
-        if t.state in (TrialState.WAITING, TrialState.RUNNING)
-    }
+    pending = [t for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)]
+    pending += awaiting_requeue(trials)
+    pending_retries = {t.user_attrs.get("requeued_from_trial") for t in pending}
+    pending_retries |= {t.number for t in pending if t.state == TrialState.FAIL}
+    resume_points = pending_resume_points(pending)
     deleted: list[Path] = []
     for trial in trials:
         if trial.state in (TrialState.RUNNING, TrialState.WAITING) or trial.number in pending_retries:
@@ -70,6 +88,8 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: object, top_k: int | Non
         run_dir = Path(trial.user_attrs.get("run_dir") or spec.trial_dir(trial.number))
         keep = kept_checkpoint(trial, run_dir) if trial.number in top else None
         for checkpoint in checkpoints_in(run_dir):
+            if checkpoint.resolve() in resume_points:
+                continue  # a queued or running retry resumes from it
             if keep is None or checkpoint.resolve() != keep.resolve():
                 shutil.rmtree(checkpoint, ignore_errors=True)
                 deleted.append(checkpoint)

@@ -55,3 +55,57 @@ def test_top_k_null_keeps_every_checkpoint(tmp_path: Path) -> None:
     )
     run_study(path, in_process=True)
     assert len(_checkpoints(tmp_path / "out")) == 6  # 2 trials x steps 4, 8, 12
+
+
+def test_a_chained_retry_keeps_the_checkpoint_it_will_resume_from(tmp_path: Path) -> None:
+    """Trial 0 crashed after saving; its retry (trial 1) crashed before saving, so trial 2 is queued to resume from
+    trial 0's checkpoint. Cleanup after any trial must leave that checkpoint for trial 2."""
+    from hpo.requeue import RetryPolicy, fail_running_trial
+    from hpo.spec import load_study_spec
+    from hpo.study import after_trial, open_study
+
+    spec = load_study_spec(write_study(tmp_path, study={"n_trials": 4, "keep_checkpoints": {"top_k": 1}}))
+    study = open_study(spec)
+    policy = RetryPolicy(max_retries=3, output_dir=spec.output_dir)
+    first = study.ask({"learning_rate": optuna.distributions.FloatDistribution(1e-4, 0.1, log=True)})
+    first.set_user_attr("run_dir", spec.trial_dir(first.number))
+    for step in (4, 8):
+        _fake_checkpoint(Path(spec.trial_dir(first.number)) / f"checkpoint-{step}")
+    fail_running_trial(study, first._trial_id, "crashed", policy, counts_as_retry=True)
+
+    retry = (
+        study.ask()
+    )  # trial 1, resuming from trial 0's newest checkpoint; it crashes before its first save
+    assert retry.user_attrs["resume_from"] == str(Path(spec.trial_dir(0)) / "checkpoint-8")
+    retry.set_user_attr("run_dir", spec.trial_dir(retry.number))
+    fail_running_trial(study, retry._trial_id, "crashed", policy, counts_as_retry=True)
+    (queued,) = study.get_trials(states=(TrialState.WAITING,))
+    assert queued.user_attrs["requeued_from_trial"] == 1
+    assert queued.user_attrs["resume_from"] == str(Path(spec.trial_dir(0)) / "checkpoint-8")
+
+    after_trial(spec, study)  # what a worker does after each trial
+    assert (Path(spec.trial_dir(0)) / "checkpoint-8").is_dir()  # trial 2 resumes from it
+    assert not (Path(spec.trial_dir(0)) / "checkpoint-4").exists()  # nobody needs the older one
+
+
+def test_a_failed_trial_whose_retry_is_not_queued_yet_keeps_its_checkpoints(tmp_path: Path) -> None:
+    """Between failing a trial and enqueueing its retry (hpo.requeue), another worker's cleanup may run."""
+    from hpo.spec import load_study_spec
+    from hpo.study import after_trial, open_study
+
+    spec = load_study_spec(write_study(tmp_path, study={"n_trials": 4, "keep_checkpoints": {"top_k": 1}}))
+    study = open_study(spec)
+    trial = study.ask({"learning_rate": optuna.distributions.FloatDistribution(1e-4, 0.1, log=True)})
+    checkpoint = Path(spec.trial_dir(trial.number)) / "checkpoint-4"
+    _fake_checkpoint(checkpoint)
+    trial.set_user_attr("requeued", True)
+    study.tell(trial, state=TrialState.FAIL)
+    after_trial(spec, study)
+    assert checkpoint.is_dir()
+
+
+def _fake_checkpoint(folder: Path) -> None:
+    """A complete checkpoint as far as trainer.checkpoint.latest_checkpoint can tell."""
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"")
