@@ -70,17 +70,26 @@ def test_hpo_train_under_accelerate_launch(tmp_path):
 
 
 def test_hpo_train_under_the_deepspeed_launcher(tmp_path):
+    from trainer.launch import free_port
+
+    port = free_port()  # not the default 29500, which other jobs on this machine may be using
     deepspeed = tool("deepspeed")
     command = [
         deepspeed,
         "--num_accelerators=2",
+        f"--master_port={port}",
         "--no_local_rank",
         "--module",
         *HPO_TRAIN[1:],
         "--strategy=deepspeed",
         f"--output-dir={tmp_path}",
     ]
-    checkpoint = assert_trained_on_two_ranks(run(command), tmp_path)
+    try:
+        checkpoint = assert_trained_on_two_ranks(run(command), tmp_path)
+    finally:
+        # The deepspeed launcher kills its ranks at the end, so their shared-memory segments (2 x 66 MiB) stay behind.
+        for segment in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_{port}_*"):
+            segment.unlink(missing_ok=True)
     assert (checkpoint / "deepspeed").is_dir(), "DeepSpeed's own checkpoint files are in the checkpoint"
 
 

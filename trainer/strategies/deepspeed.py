@@ -45,6 +45,8 @@ class DeepSpeedStrategy(ParallelStrategy):
         started = super()._init_process_group(layout)
         if self.device.type == "cpu":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")  # what DeepSpeed would guess, minus its warning
+            _remove_stale_shm_segment(self.rank)
+            distributed.barrier()  # every rank's stale segment is gone before any rank maps its peers'
         import deepspeed
 
         # DeepSpeed logs its whole config and every op load at INFO, and calls torch collectives under names torch
@@ -208,3 +210,14 @@ def _set_full_weights(engine: Any, weights: dict[str, torch.Tensor], stage: int)
         with deepspeed.zero.GatheredParameters([param], modifier_rank=0, enabled=stage == 3), torch.no_grad():
             if param.numel():
                 param.copy_(value.to(param.dtype))
+
+
+def _remove_stale_shm_segment(rank: int) -> None:
+    """DeepSpeed's CPU all-reduce maps one shared-memory segment per rank, named after MASTER_ADDR and MASTER_PORT, and
+    opens an existing one as is. A segment left by a killed job with the same address and port (the deepspeed
+    launcher's default port is always 29500) would be mapped by the peers with stale state: remove this rank's own."""
+    address, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if address and port:
+        Path("/dev/shm", f"deepspeed_allreduce_buffer_{os.getuid()}_{address}_{port}_{rank}").unlink(
+            missing_ok=True
+        )
