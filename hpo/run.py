@@ -48,7 +48,7 @@ def run_training(
         eval_dataset=eval_dataset,
         data_collator=task.collator,
         compute_metrics=task.compute_metrics,
-        callbacks=[*tracking, *callbacks],
+        callbacks=[*tracking, *spec.build_callbacks(), *callbacks],  # the file's callbacks: new instances
     )
     started = time.perf_counter()
     try:

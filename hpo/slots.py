@@ -120,7 +120,13 @@ def gpu_slots(resources: Any, gpu_ids: Sequence[int], cpus: int) -> list[Slot]:
         )
     groups = [tuple(gpu_ids[i : i + per_trial]) for i in range(0, len(gpu_ids) - per_trial + 1, per_trial)]
     groups = [group for group in groups for _ in range(per_gpu if per_trial == 1 else 1)]
-    threads = _field(resources, "threads_per_trial", None) or max(1, cpus // (len(groups) * per_trial))
+    ranks = _field(resources, "ranks_per_trial", None)
+    if ranks is not None and int(ranks) != per_trial:
+        raise ConfigError(
+            f"resources.ranks_per_trial: {ranks} ranks per trial, but on GPUs each rank drives one GPU and "
+            f"gpus_per_trial is {per_trial}; set gpus_per_trial: {ranks} instead, or run the ranks on CPU with --workers N"
+        )
+    threads = _field(resources, "threads_per_trial", None) or default_threads(cpus, len(groups), per_trial)
     return [Slot(i, group, per_trial, int(threads)) for i, group in enumerate(groups)]
 
 
@@ -129,8 +135,13 @@ def cpu_slots(resources: Any, workers: int | None, ranks_per_trial: int | None, 
     if count < 1:
         raise ConfigError(f"--workers: must be at least 1, got {count}")
     ranks = ranks_per_trial or _field(resources, "ranks_per_trial", None) or 1
-    threads = _field(resources, "threads_per_trial", None) or max(1, cpus // (count * ranks))
+    threads = _field(resources, "threads_per_trial", None) or default_threads(cpus, int(count), int(ranks))
     return [Slot(i, (), int(ranks), int(threads)) for i in range(int(count))]
+
+
+def default_threads(cpus: int, slots: int, ranks: int) -> int:
+    """threads_per_trial when the file gives none: the cores shared by every rank that runs at once, at least 1."""
+    return max(1, cpus // (slots * ranks))
 
 
 def _field(resources: Any, name: str, default: Any) -> Any:

@@ -164,11 +164,41 @@ def run_trials_in_process(
         resume_from = _resume_checkpoint(trial)
         if resume_from:
             trial.set_user_attr("resumed_from_trial", trial.user_attrs.get("requeued_from_trial"))
-        outcome = run_trial(spec, study, trial, resume_from=resume_from)
+        with _TrialThreads(spec):
+            outcome = run_trial(spec, study, trial, resume_from=resume_from)
         record_outcome(study, trial, outcome)
         after_trial(spec, study)
         if report is not None:
             report(study._storage.get_trial(trial._trial_id))  # noqa: SLF001
+
+
+def _check_in_process(spec: Any) -> None:
+    ranks = getattr(spec.resources, "ranks_per_trial", None) or 1
+    if ranks > 1:
+        raise ConfigError(
+            f"resources.ranks_per_trial: {ranks} ranks per trial need a process each; run without --in-process"
+        )
+
+
+class _TrialThreads:
+    """`resources.threads_per_trial` for trials run in this process (when given; else torch's own setting)."""
+
+    def __init__(self, spec: Any) -> None:
+        self.threads = getattr(getattr(spec, "resources", None), "threads_per_trial", None)
+        self.previous: int | None = None
+
+    def __enter__(self) -> None:
+        if self.threads:
+            import torch
+
+            self.previous = torch.get_num_threads()
+            torch.set_num_threads(int(self.threads))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            import torch
+
+            torch.set_num_threads(self.previous)
 
 
 def _resume_checkpoint(trial: optuna.Trial) -> str | None:
@@ -210,6 +240,7 @@ def execute(
     """Run the study's trials: each in a fresh process through the scheduler, or all in this one (`in_process`)."""
     report = FailureLimit(spec.study.max_failures, report)
     if in_process:
+        _check_in_process(spec)
         run_trials_in_process(spec, study, n_trials=n_trials, timeout=timeout, report=report)
         return
     from hpo.scheduler import run_trials

@@ -68,6 +68,12 @@ def process_start_time(pid: int) -> int | None:
         return None
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def run_trial(
     spec: Any,
     study: optuna.Study,
@@ -79,7 +85,7 @@ def run_trial(
     """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise."""
     started = time.time()
     run_dir = trial_dir(spec, trial.number)
-    attrs: dict[str, Any] = {"run_dir": str(run_dir), **process_identity()}
+    attrs: dict[str, Any] = {"run_dir": str(run_dir), **process_identity(), "threads": _torch_threads()}
     if resume_from:
         attrs["resume_from"] = str(resume_from)
     for key, value in attrs.items():
@@ -122,7 +128,7 @@ def _train_and_score(
     callbacks = [TrialIdentityCallback(f"trial-{trial.number}", params), tracker]
     callbacks += [pruning] if pruning else []
     tracking.extend(_tracking_callbacks(spec, trial, run_dir, params))
-    callbacks += tracking + extra
+    callbacks += tracking + _file_callbacks(spec) + extra
     set_seed(args.seed)
     trainer = Trainer(
         model_init=model_init,
@@ -160,7 +166,18 @@ def trial_arguments(spec: Any, run_dir: Path, number: int, training: dict[str, A
     ):
         overrides["metric_for_best_model"] = metrics[0]
         overrides["greater_is_better"] = directions[0] == "maximize"
+    strategy = _multi_rank_strategy(spec, training)
+    if strategy is not None:
+        overrides["strategy"] = strategy
     return spec.training_arguments(str(run_dir), **overrides)
+
+
+def _multi_rank_strategy(spec: Any, training: dict[str, Any]) -> str | None:
+    """In a rank of a multi-rank trial (the worker set WORLD_SIZE), `resources.strategy` unless training says."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or "strategy" in training:
+        return None
+    chosen = getattr(spec, "trial_strategy", None)
+    return chosen() if chosen is not None else None
 
 
 def _pruning_callback(spec: Any, trial: optuna.Trial) -> OptunaPruningCallback | None:
@@ -168,6 +185,12 @@ def _pruning_callback(spec: Any, trial: optuna.Trial) -> OptunaPruningCallback |
     if pruner is None or not pruner.enabled or len(study_metrics(spec.study)) > 1:
         return None
     return OptunaPruningCallback(trial, metric=study_metrics(spec.study)[0])
+
+
+def _file_callbacks(spec: Any) -> list[TrainerCallback]:
+    """The study file's `callbacks:`, built anew for this trial (an early-stopping counter starts at zero)."""
+    build = getattr(spec, "build_callbacks", None)
+    return build() if build is not None else []
 
 
 def _tracking_callbacks(spec: Any, trial: Any, run_dir: Path, params: dict) -> list[TrainerCallback]:

@@ -137,6 +137,7 @@ def run_one(
         "worker": worker_identity(),
         "slot": slot.label,
         "devices": list(slot.devices),
+        "ranks": slot.ranks,
     }.items():
         trial.set_user_attr(key, value)
     params = sample_params(trial, config.spec.search_space)

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from pydantic import PrivateAttr, field_validator, model_validator
 
 from hpo.spec.base import Section
+from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path
 from hpo.spec.sections import ExportSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
@@ -39,6 +40,7 @@ class RunSpec(Section):
     task: TaskSpec
     model: dict[str, Any] = {}
     training: dict[str, Any] = {}
+    callbacks: list[CallbackSpec] = []  # e.g. [{early_stopping: {patience: 3}}] (hpo.spec.callbacks)
     tracking: TrackingSpec = TrackingSpec()
     export: ExportSpec = ExportSpec()
 
@@ -52,8 +54,16 @@ class RunSpec(Section):
 
     @model_validator(mode="after")
     def _check_training(self) -> RunSpec:
-        check_training(self.training, prefix="training")
+        args = check_training(self.training, prefix="training")
+        evaluates = str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
+        check_early_stopping(
+            self.callbacks, evaluates=evaluates, has_metric=args.best_metric_name is not None
+        )
         return self
+
+    def build_callbacks(self) -> list[Any]:
+        """Fresh instances of the file's `callbacks:`."""
+        return build_callbacks(self.callbacks, self.task._base_dir)  # noqa: SLF001
 
     @property
     def source(self) -> str | None:

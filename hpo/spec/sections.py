@@ -34,8 +34,29 @@ class ExportSpec(Section):
 
 
 class ResourcesSpec(Section):
+    """Where and how each trial runs (`hpo.slots` turns this into worker slots).
+
+    gpus_per_trial: k GPUs per trial; with k > 1 a trial is a k-rank job (one rank per GPU) under `strategy`.
+    trials_per_gpu: trials packed on one GPU (needs gpus_per_trial: 1).
+    ranks_per_trial: processes per trial. On CPU (no GPU, or --workers) it makes each trial an n-rank gloo job under
+        `strategy`; on GPUs each rank drives one GPU, so leave it unset or equal to gpus_per_trial.
+    strategy: ddp (default) | fsdp | deepspeed: how the ranks of a multi-rank trial share the work. A
+        `training.strategy` other than auto wins; the two may not disagree when both are given.
+    threads_per_trial: torch threads per rank. Default: the CPU cores this process may use divided by the ranks that
+        run at once (workers x ranks per trial; on GPUs, slots x gpus per trial), at least 1; e.g. 2 cores and
+        `--workers 2` give 1 thread each. Small models often train faster on 1 thread (set threads_per_trial: 1):
+        threads beyond what the model can use only wait on each other, worse on a machine other jobs share.
+        `hpo run --in-process` applies it too.
+    workers: trials in parallel on CPU (--workers wins); default 1.
+    max_retries / retry_on_exception: how often a crashed trial is queued again (from its checkpoint), and whether an
+        ordinary exception counts as a crash. heartbeat_interval / grace_period: seconds between a running trial's
+        heartbeats, and without one before it counts as crashed.
+    """
+
     gpus_per_trial: int = Field(1, ge=1)
     trials_per_gpu: int = Field(1, ge=1)
+    ranks_per_trial: int | None = Field(None, ge=1)
+    strategy: Literal["ddp", "fsdp", "deepspeed"] = "ddp"
     threads_per_trial: int | None = Field(None, ge=1)
     workers: int | None = Field(None, ge=1)
     max_retries: int = Field(2, ge=0)
@@ -47,12 +68,27 @@ class ResourcesSpec(Section):
     def _check(self) -> ResourcesSpec:
         if self.gpus_per_trial > 1 and self.trials_per_gpu > 1:
             raise FieldProblem("trials_per_gpu", "packing several trials on a GPU needs gpus_per_trial: 1")
+        if (
+            self.ranks_per_trial is not None
+            and "gpus_per_trial" in self.model_fields_set
+            and self.ranks_per_trial != self.gpus_per_trial
+        ):
+            raise FieldProblem(
+                "ranks_per_trial",
+                f"is {self.ranks_per_trial} but gpus_per_trial is {self.gpus_per_trial}; on GPUs each rank drives "
+                "one GPU, so give gpus_per_trial alone (GPU) or ranks_per_trial alone (CPU ranks)",
+            )
         if self.grace_period <= self.heartbeat_interval:
             raise FieldProblem(
                 "grace_period",
                 f"must be longer than heartbeat_interval ({self.heartbeat_interval} s), or a live trial looks stale",
             )
         return self
+
+    @property
+    def ranks(self) -> int:
+        """Processes per trial: ranks_per_trial, else gpus_per_trial (1 unless several GPUs per trial)."""
+        return self.ranks_per_trial or self.gpus_per_trial
 
 
 class KeepCheckpointsSpec(Section):

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from hpo.spec.base import Section
+from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.run import check_training
@@ -133,6 +134,7 @@ class StudySpec(Section):
     training: dict[str, Any] = {}
     search_space: dict[str, ParamSpec] = {}
     resources: ResourcesSpec = ResourcesSpec()
+    callbacks: list[CallbackSpec] = []
     tracking: TrackingSpec = TrackingSpec()
     export: ExportSpec = ExportSpec()
 
@@ -149,6 +151,10 @@ class StudySpec(Section):
         self._resolve_targets()
         _check_conditions(self.search_space)
         self._check_training()
+        self._check_strategy()
+        # A study with one objective watches it (hpo.trial sets metric_for_best_model); several need the file's.
+        has_metric = not self.study.is_multi_objective or bool(self.training.get("metric_for_best_model"))
+        check_early_stopping(self.callbacks, evaluates=self.evaluation_always_on(), has_metric=has_metric)
         self._choose_pruner()
         self._check_sampler()
         _check_enqueued(self.study.enqueue, self.search_space)
@@ -184,6 +190,28 @@ class StudySpec(Section):
                         f"the value {value!r} makes the training arguments invalid: "
                         f"{join_path('training', problem.field)}: {problem.message}",
                     ) from problem
+
+    def _check_strategy(self) -> None:
+        """`training.strategy` and `resources.strategy` name how a multi-rank trial runs; they must agree."""
+        given = str(self.training.get("strategy", "auto"))
+        ranks = self.resources.ranks
+        if ranks > 1 and given == "single":
+            raise FieldProblem(
+                "training.strategy",
+                f"single runs one rank, but each trial runs {ranks} ranks (resources); remove it (resources.strategy "
+                "decides) or set it to ddp, fsdp or deepspeed",
+            )
+        if given not in ("auto", "single") and "strategy" in self.resources.model_fields_set:
+            if given != self.resources.strategy:
+                raise FieldProblem(
+                    "resources.strategy",
+                    f"is {self.resources.strategy} but training.strategy is {given}; give one of them",
+                )
+
+    def trial_strategy(self) -> str | None:
+        """The strategy a multi-rank trial sets in its arguments, or None when `training.strategy` decides."""
+        given = str(self.training.get("strategy", "auto"))
+        return self.resources.strategy if given == "auto" else None
 
     def _choose_pruner(self) -> None:
         evaluates = self.evaluation_always_on()
@@ -278,6 +306,10 @@ class StudySpec(Section):
 
     def resolve_task(self) -> Task:
         return self.task.resolve()
+
+    def build_callbacks(self) -> list[Any]:
+        """Fresh instances of the file's `callbacks:` (one set per trial)."""
+        return build_callbacks(self.callbacks, self.task._base_dir)  # noqa: SLF001
 
     def training_arguments(self, output_dir: str | None = None, **overrides: Any) -> Any:
         """A fresh TrainingArguments with the file's defaults, the trial's overrides and the trial's folder."""

@@ -17,6 +17,8 @@ import torch._dynamo  # noqa: F401 - sets TORCHINDUCTOR_CACHE_DIR at import, bef
 import yaml
 from torch import nn
 
+from trainer import TrainerCallback
+
 FEATURES, CLASSES = 8, 3
 
 
@@ -52,6 +54,19 @@ class MLP(nn.Module):
         if labels is not None:
             out["loss"] = nn.functional.cross_entropy(logits, labels)
         return out
+
+
+class StopAfterEvaluations(TrainerCallback):
+    """Stops training once this instance has seen `evaluations` evaluations; it never resets, so an instance shared by
+    two trials would stop the second one at its first evaluation."""
+
+    def __init__(self, evaluations: int) -> None:
+        self.evaluations, self.seen = evaluations, 0
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self.seen += 1
+        if self.seen >= self.evaluations:
+            control.should_training_stop = True
 
 
 def model_init(params: dict[str, Any]) -> nn.Module:
