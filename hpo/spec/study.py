@@ -207,11 +207,27 @@ class StudySpec(Section):
                     "resources.strategy",
                     f"is {self.resources.strategy} but training.strategy is {given}; give one of them",
                 )
+        configured = configured_strategy(self.training)
+        if (
+            configured
+            and "strategy" in self.resources.model_fields_set
+            and self.resources.strategy != configured
+        ):
+            key = "deepspeed" if configured == "deepspeed" else "fsdp_config"
+            raise FieldProblem(
+                "resources.strategy",
+                f"is {self.resources.strategy} but training.{key} configures {configured}; set resources.strategy: "
+                f"{configured}, or remove training.{key}",
+            )
 
     def trial_strategy(self) -> str | None:
         """The strategy a multi-rank trial sets in its arguments, or None when `training.strategy` decides."""
         given = str(self.training.get("strategy", "auto"))
-        return self.resources.strategy if given == "auto" else None
+        if given != "auto":
+            return None
+        if configured_strategy(self.training) and "strategy" not in self.resources.model_fields_set:
+            return None  # auto picks deepspeed or fsdp from their config, as in `hpo train`
+        return self.resources.strategy
 
     def _choose_pruner(self) -> None:
         evaluates = self.evaluation_always_on()
@@ -319,6 +335,13 @@ class StudySpec(Section):
             raise SpecError(
                 self._source or "study", [(join_path("training", problem.field), problem.message)]
             ) from problem
+
+
+def configured_strategy(training: dict[str, Any]) -> str | None:
+    """The strategy `training.strategy: auto` picks from a DeepSpeed or FSDP config in the training arguments."""
+    if training.get("deepspeed") is not None:
+        return "deepspeed"
+    return "fsdp" if training.get("fsdp_config") is not None else None
 
 
 def _check_conditions(space: dict[str, ParamSpec]) -> None:

@@ -73,6 +73,12 @@ def test_strategy_is_checked_and_must_agree_with_training_strategy():
     assert spec.trial_strategy() == "fsdp"  # the ranks of each trial run FSDP
     spec = parse_study_spec(study(resources={"ranks_per_trial": 2}, training={"strategy": "deepspeed"}))
     assert spec.trial_strategy() is None  # training.strategy decides
+    spec = parse_study_spec(
+        study(resources={"ranks_per_trial": 2}, training={"fsdp_config": {"reshard_after_forward": True}})
+    )
+    assert spec.trial_strategy() is None  # auto: fsdp from its config
+    fsdp_but_ddp = study(resources={"ranks_per_trial": 2, "strategy": "ddp"}, training={"fsdp_config": {}})
+    assert "resources.strategy: is ddp but training.fsdp_config configures fsdp" in refused(fsdp_but_ddp)
 
 
 def test_default_threads_share_the_cores_between_every_rank_that_runs_at_once():
