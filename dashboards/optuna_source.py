@@ -8,6 +8,7 @@ caches finished trials: later reads fetch only new and unfinished trials, which 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,8 @@ class OptunaSource:
         self.storage = read_only_rdb_storage(url)
         self._studies: dict[str, optuna.Study] = {}
         self._lock = threading.Lock()
+        # called with each study's name once warm_up has loaded it (the API encodes its trials' JSON there)
+        self.warm_up_hooks: list[Callable[[str], object]] = []
 
     def study_names(self) -> list[str]:
         # Not optuna.get_all_study_summaries: it counts every study's trials from scratch (seconds for 10,000).
@@ -104,3 +107,5 @@ class OptunaSource:
         """Load every study once (seconds for 10,000 trials) so the first page view does not wait for it."""
         for name in self.study_names():
             self.trials(name)
+            for hook in self.warm_up_hooks:
+                hook(name)
