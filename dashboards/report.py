@@ -18,7 +18,7 @@ from dashboards.jsonenc import encode_json
 from dashboards.server import PLOTLY_JS, STATIC_DIR
 from hpo.errors import HpoError
 
-SCRIPTS = ["common.js", "table.js", "plots.js", "runparts.js", "study.js", "report.js"]
+SCRIPTS = ["common.js", "table.js", "plots.js", "plotqueue.js", "runparts.js", "study.js", "report.js"]
 REPORT_CSP = (
     "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
     "img-src data: blob:; font-src data:; connect-src 'none'"

@@ -173,6 +173,25 @@ HPO.markPainted = function markPainted() {
   document.body.dataset.painted = "1";
 };
 
+// Plotly's bundle, loaded once, by a script element added when first needed, so no page blocks on 4.8 MB of JavaScript:
+// the study page draws its first screen (summary, trial table) before its first plot asks for it, the overview never
+// does, the run and comparison pages (plots first) ask at once, beside their API request. The report inlines it. The
+// URL carries the bundle's version, so a browser that has it takes it (compiled) from its cache.
+HPO.loadPlotly = function loadPlotly() {
+  if (!HPO.plotlyLoaded) {
+    HPO.plotlyLoaded = window.Plotly ? Promise.resolve(window.Plotly) : new Promise((resolve, reject) => {
+      const meta = document.querySelector('meta[name="hpo-plotly"]');
+      const script = document.createElement("script");
+      script.src = meta ? meta.content : "/static/plotly.min.js";
+      script.async = true;
+      script.addEventListener("load", () => { performance.mark("hpo-plotly-loaded"); resolve(window.Plotly); });
+      script.addEventListener("error", () => reject(new Error("could not load Plotly's bundle from the server")));
+      document.head.appendChild(script);
+    });
+  }
+  return HPO.plotlyLoaded;
+};
+
 HPO.start = function start(main) {
   const app = document.getElementById("app");
   Promise.resolve()

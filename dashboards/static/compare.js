@@ -61,6 +61,7 @@ HPO.start(async (app) => {
     HPO.markPainted();
     return;
   }
+  HPO.loadPlotly().catch(HPO.showError); // the curves are the page: load the bundle while the API answers
   const [left, right] = await Promise.all([HPO.api("/api/run", { id: a }), HPO.api("/api/run", { id: b })]);
   const curves = h("div", { className: "grid3", id: "curves" });
   HPO.append(HPO.clear(app), [

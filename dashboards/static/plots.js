@@ -28,9 +28,11 @@ const BASE_LAYOUT = {
 };
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
-HPO.plots.render = function render(div, traces, layout) {
+// Waits for Plotly's bundle (loaded on first use, see HPO.loadPlotly) and draws.
+HPO.plots.render = async function render(div, traces, layout) {
   const merged = Object.assign({}, BASE_LAYOUT, layout || {});
   for (const axis of ["xaxis", "yaxis"]) merged[axis] = Object.assign({}, BASE_LAYOUT[axis], (layout || {})[axis] || {});
+  const Plotly = await HPO.loadPlotly();
   return Plotly.react(div, traces, merged, CONFIG);
 };
 

@@ -1,5 +1,5 @@
-// Loaded before Plotly's bundle: starts the study page's first API request at once, so the server answers while the
-// browser is still parsing Plotly (scripts run in order; this one is tiny).
+// The first script of every page: starts the study page's first API request at once, so the server answers while the
+// browser is still parsing the page's other scripts (scripts run in order; this one is tiny).
 "use strict";
 
 window.HPO_PREFETCH = {};

@@ -5,7 +5,7 @@
   if (!HPO.report) return;
   const h = HPO.h;
   const waitForStudy = setInterval(async () => {
-    if (!document.body.dataset.painted) return;
+    if (!document.body.dataset.allPlots) return; // the study page's plots first, then these curves below them
     clearInterval(waitForStudy);
     const app = document.getElementById("app");
     for (const id of HPO.report.runs || []) {

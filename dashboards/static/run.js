@@ -90,6 +90,7 @@ function compareForm(id) {
 HPO.start(async (app) => {
   const id = HPO.params().id || (HPO.report && HPO.report.run);
   if (!id) throw new Error("no run named in the address (?id=...)");
+  HPO.loadPlotly().catch(HPO.showError); // the curves are the page: load the bundle while the API answers
   const view = new RunView(app, id);
   await view.load();
   HPO.poll(() => view.refresh(), 3000);

@@ -130,6 +130,24 @@ def test_study_page_draws_every_plot_and_every_trial(server, tab, artifacts_dir,
     view.shoot(artifacts_dir, "study")
 
 
+def test_study_page_first_screen_paints_before_plotly_loads(server, tab, demo):
+    """The summary and the trial table's rows are on screen before Plotly's 4.8 MB bundle is even loaded."""
+    view = tab()
+    requested: list[str] = []
+    view.page.on("request", lambda request: requested.append(request.url))
+    page = view.open(server.url + "/study?name=" + quote(STUDY), wait_for="body[data-all-plots]")
+    first = page.evaluate("window.hpoFirstScreen")
+    assert first["rows"] == len(demo["study"].get_trials())
+    assert 0 <= first["firstRowTop"] < first["viewportHeight"]
+    assert first["plotlyLoaded"] is False
+    marks = page.evaluate(
+        "Object.fromEntries(performance.getEntriesByType('mark').map(m => [m.name, m.startTime]))"
+    )
+    assert marks["hpo-painted"] < marks["hpo-plotly-loaded"] < marks["hpo-history"]
+    assert len([url for url in requested if "plotly" in url]) == 1
+    view.check_clean()
+
+
 def test_trial_table_sorts_and_filters(server, tab, demo):
     view = tab()
     page = view.open(server.url + "/study?name=" + quote(STUDY))
