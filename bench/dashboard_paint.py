@@ -5,11 +5,14 @@
 
 Builds SQLite studies of N trials (real Optuna trials: 4 parameters, 10 intermediate values, complete/pruned/failed,
 8 slots; cached under the temp folder because writing 10,000 trials through Optuna takes about a minute), serves them
-with the dashboard server, and loads `/study?name=...` in Debian's Chromium through playwright. It reports, per study:
-- first view: ms from navigation start until the first screen (summary, best trial, history, intermediate values, the
-  trial table's data) is drawn (`window.hpoPaintedMs`, set by the page), with a cold browser cache;
-- the same with a warm cache (a reload, as a user with the dashboard open sees it);
-- all plots: ms until every plot of the page (parallel coordinates, slices, timeline, importance too) is drawn.
+with the dashboard server (warmed up as `hpo dashboard` does at start), and loads `/study?name=...` in Debian's
+Chromium through playwright. It reports, per study:
+- first screen: ms from navigation start until the first screen (header, summary, best trial, the trial table with
+  its rows) has been painted (`window.hpoPaintedMs`, set by the page after the frame that drew it), with a cold
+  browser cache (a fresh browser context) and with a warm one (a reload, as a user with the dashboard open sees it).
+  The benchmark checks that the table's rows were in the DOM and on screen at that moment (`window.hpoFirstScreen`);
+- all plots: ms until every plot of the page (history, intermediate values, parallel coordinates, importance,
+  slices, timeline) has been drawn, cold and warm; Plotly's bundle is loaded after the first screen.
 and prints each big-study figure as a ratio against the baseline study measured in the same run.
 """
 
@@ -100,11 +103,19 @@ def measure(page, url: str, timeout_ms: int = 120_000) -> dict[str, float]:
     marks = page.evaluate(
         "Object.fromEntries(performance.getEntriesByType('mark').map(m => [m.name, m.startTime]))"
     )
+    check_first_screen(page.evaluate("window.hpoFirstScreen"), url)
     return {
         "first_view": page.evaluate("window.hpoPaintedMs"),
         "all_plots": page.evaluate("window.hpoAllPlotsMs"),
         "marks": marks,
     }
+
+
+def check_first_screen(first_screen: dict, url: str) -> None:
+    """The first-screen figure must be the moment the trial table's rows were drawn, in view."""
+    rows, top, height = first_screen["rows"], first_screen["firstRowTop"], first_screen["viewportHeight"]
+    if not rows or top is None or not 0 <= top < height:
+        raise SystemExit(f"{url}: the first screen was marked without table rows in view: {first_screen}")
 
 
 def bench_study(browser, server_url: str, name: str, repeat: int) -> dict[str, float]:
@@ -122,6 +133,7 @@ def bench_study(browser, server_url: str, name: str, repeat: int) -> dict[str, f
     return {
         "cold_first_view": cold["first_view"],
         "warm_first_view": statistics.median(run["first_view"] for run in warm),
+        "cold_all_plots": cold["all_plots"],
         "warm_all_plots": statistics.median(run["all_plots"] for run in warm),
     }
 
@@ -146,11 +158,11 @@ def main() -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for n in (args.baseline_trials, args.trials):
-            source = OptunaSource(study_database(n))
+            api = DashboardApi(OptunaSource(study_database(n)), StoreReader(None))
             started = time.perf_counter()
-            source.trials(f"bench-{n}")  # what `hpo dashboard` does at start-up: load the study once
+            api.warm_up()  # what `hpo dashboard` does at start-up: load the study once, encode its trials
             load_s = time.perf_counter() - started
-            server = start_server(DashboardApi(source, StoreReader(None)), port=0)
+            server = start_server(api, port=0)
             try:
                 results[n] = {
                     **bench_study(browser, server.url, f"bench-{n}", args.repeat),
@@ -168,15 +180,16 @@ def main() -> None:
     )
     print(f"{'':28}{args.baseline_trials:>10} trials{args.trials:>10} trials{'ratio':>10}")
     for key, label in [
-        ("cold_first_view", "first view, cold cache"),
-        ("warm_first_view", "first view, warm cache"),
+        ("cold_first_view", "first screen, cold cache"),
+        ("warm_first_view", "first screen, warm cache"),
+        ("cold_all_plots", "all plots, cold cache"),
         ("warm_all_plots", "all plots, warm cache"),
     ]:
         print(f"{label:28}{base[key]:>17.0f}{big[key]:>17.0f}{big[key] / base[key]:>10.2f}")
     print(f"{'server: first study load (s)':28}{base['server_load_s']:>17.2f}{big['server_load_s']:>17.2f}")
     verdict = "within" if big["cold_first_view"] <= 2000 else "OVER"
     print(
-        f"\n{args.trials} trials: first view {big['cold_first_view'] / 1000:.2f} s cold ({verdict} the 2 s target), "
+        f"\n{args.trials} trials: first screen {big['cold_first_view'] / 1000:.2f} s cold ({verdict} the 2 s target), "
         f"{big['warm_first_view'] / 1000:.2f} s warm; {big['cold_first_view'] / base['cold_first_view']:.2f}x "
         f"the {args.baseline_trials}-trial baseline"
     )
