@@ -306,15 +306,19 @@ class Trainer:
         now = time.perf_counter()
         elapsed = max(now - self._last_log_time, 1e-9)
         steps = self.state.global_step - self._last_log_step
+        # Every rank sees its own equal share of each global batch (the distributed samplers pad or drop to make the
+        # shares equal), so the job's figures are one rank's times the world size: no collective on the hot path.
+        world = self.strategy.world_size
+        samples, tokens = self._samples_since_log * world, self._tokens_since_log * world
         rates = {
-            "train_samples_per_second": round(self._samples_since_log / elapsed, 3),
+            "train_samples_per_second": round(samples / elapsed, 3),
             "train_steps_per_second": round(steps / elapsed, 3),
         }
-        if self._tokens_since_log:
-            rates["train_tokens_per_second"] = round(self._tokens_since_log / elapsed, 3)
-        self.state.num_input_tokens_seen += self._tokens_since_log
-        self.state.total_flos += self._tokens_since_log * self._flos_per_token
-        self._samples_done += self._samples_since_log
+        if tokens:
+            rates["train_tokens_per_second"] = round(tokens / elapsed, 3)
+        self.state.num_input_tokens_seen += tokens
+        self.state.total_flos += tokens * self._flos_per_token
+        self._samples_done += self._samples_since_log  # this rank's; _samples_total scales by world size
         self._last_log_time, self._last_log_step = now, self.state.global_step
         self._samples_since_log = self._tokens_since_log = 0
         return rates
@@ -479,7 +483,8 @@ class Trainer:
         return TrainOutput(state.global_step, training_loss, {**metrics, "epoch": state.epoch})
 
     def _samples_total(self) -> int:
-        return self._samples_done + self._samples_since_log
+        """Samples trained on by the whole job (every rank's equal share)."""
+        return (self._samples_done + self._samples_since_log) * self.strategy.world_size
 
     # ---- hyperparameter search ----------------------------------------------------------------------------------
     def hyperparameter_search(
