@@ -16,7 +16,9 @@ os.environ.setdefault("WANDB_SILENT", "true")
 def no_leaked_environment():
     before = dict(os.environ)
     yield
-    leaked = {k for k in os.environ if k not in before} | {k for k in before if os.environ.get(k) != before[k]}
+    leaked = {k for k in os.environ if k not in before} | {
+        k for k in before if os.environ.get(k) != before[k]
+    }
     # torch sets TORCHINDUCTOR_* and deepspeed PYTORCH_NVML_BASED_CUDA_CHECK on import: not the test's doing.
     ignored = ("PYTEST_", "WANDB_", "COV_", "TORCHINDUCTOR_", "PYTORCH_NVML_BASED_CUDA_CHECK")
     leaked = {k for k in leaked if not k.startswith(ignored)}

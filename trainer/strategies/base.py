@@ -66,7 +66,7 @@ class Strategy(ABC):
     def setup_environment(self) -> None:
         """Pick the device; start the process group when there are several ranks. Idempotent."""
 
-    def teardown(self) -> None:
+    def teardown(self) -> None:  # noqa: B027 (a no-op default on purpose: one rank has nothing to release)
         """Release the process group and anything else setup_environment made."""
 
     # ---- model, optimizer, scheduler ---------------------------------------------------------------------
@@ -89,7 +89,9 @@ class Strategy(ABC):
         return contextlib.nullcontext()
 
     @abstractmethod
-    def backward(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None: ...
+    def backward(
+        self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+    ) -> None: ...
 
     @abstractmethod
     def clip_grad_norm(
@@ -102,7 +104,7 @@ class Strategy(ABC):
         """Step the optimizer. Returns False when the step was skipped (fp16 overflow)."""
 
     # ---- collectives (no-ops on one rank) ----------------------------------------------------------------
-    def barrier(self) -> None:
+    def barrier(self) -> None:  # noqa: B027 (a no-op default on purpose: one rank never waits)
         pass
 
     def reduce_mean(self, value: torch.Tensor) -> torch.Tensor:
@@ -158,7 +160,12 @@ class Strategy(ABC):
         """Load `directory/model.safetensors` (consolidated weights) into the model, as load_best_model_at_end does."""
         from safetensors.torch import load_model
 
-        load_model(self.unwrap(model), str(Path(directory) / "model.safetensors"), strict=True, device=str(self.device))
+        load_model(
+            self.unwrap(model),
+            str(Path(directory) / "model.safetensors"),
+            strict=True,
+            device=str(self.device),
+        )
 
     # ---- added by strategies: defaults that a strategy may override ---------------------------------------------
     def grad_norm_after_step(self) -> torch.Tensor | None:
