@@ -43,7 +43,14 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="hpo")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
-    """Hyperparameter search and training for PyTorch."""
+    """Hyperparameter search and training for PyTorch.
+
+    \b
+    hpo train studies/digits_mlp_run.yaml    train one model
+    hpo run studies/digits_mlp.yaml          run a study (again: continues it)
+    hpo status studies/digits_mlp.yaml       its trials (then: best, report, export)
+
+    A bad file exits with code 2 and names the field to fix; `hpo --debug COMMAND ...` shows the traceback."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
 

@@ -14,7 +14,7 @@ from hpo.commands.study_args import format_params, format_value, load_study, stu
 from hpo.errors import HpoError
 
 
-@click.command("best")
+@click.command("best", short_help="Show the best trial (or the Pareto front).")
 @study_arguments
 @click.option("--json", "as_json", is_flag=True, help="Print the best trial(s) as JSON.")
 def best(study_file: Path, storage: str | None, overrides: tuple[str, ...], as_json: bool) -> None:

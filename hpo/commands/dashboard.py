@@ -11,7 +11,7 @@ import click
 from hpo.errors import ConfigError
 
 
-@click.command("dashboard")
+@click.command("dashboard", short_help="Serve the live web dashboard.")
 @click.argument("spec_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--storage", metavar="URL", help="Optuna storage URL to watch (instead of, or overriding, the file's)."

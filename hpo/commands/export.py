@@ -10,7 +10,7 @@ import click
 from hpo.errors import ConfigError
 
 
-@click.command()
+@click.command(short_help="Export the best model and check it reloads.")
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
 @click.option(

@@ -9,7 +9,7 @@ import click
 from hpo.commands.study_args import study_arguments
 
 
-@click.command("report")
+@click.command("report", short_help="Write a self-contained HTML report.")
 @study_arguments
 @click.option(
     "-o",

@@ -15,7 +15,7 @@ import click
 from hpo.errors import ConfigError
 
 
-@click.command()
+@click.command(short_help="Train the best parameters again, from scratch.")
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="The run's output folder."

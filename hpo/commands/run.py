@@ -9,15 +9,22 @@ from optuna.trial import FrozenTrial
 from rich.console import Console
 
 from hpo.commands.study_args import format_params, format_values, load_study, study_arguments
+from hpo.summary import StudySummary
 
 
-@click.command("run")
+@click.command("run", short_help="Run a study, or continue it.")
 @study_arguments
 @click.option(
-    "--n-trials", type=click.IntRange(min=1), help="Total trials of the study (finished ones count)."
+    "--n-trials",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Total trials of the study (finished ones count; default: study.n_trials).",
 )
 @click.option(
-    "--timeout", type=click.FloatRange(min=0, min_open=True), help="Start no new trial after S seconds."
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="Start no new trial after S seconds.",
 )
 @click.option("--workers", type=click.IntRange(min=1), help="Trials in parallel on CPU (one process each).")
 @click.option("--gpus", metavar="IDS", help="GPUs to use, e.g. 0,1,3 (default: all visible).")
@@ -38,12 +45,21 @@ def run(
     no_dry_run: bool,
     in_process: bool,
 ) -> None:
-    """Run the study in STUDY_FILE; running it again continues it."""
+    """Run the study in STUDY_FILE, or continue it.
+
+    n_trials counts every trial the study has, so running the same command again runs only the missing ones and
+    resumes trials an interrupt or a crash stopped. Ctrl-C: running trials save a checkpoint and are queued again."""
     from hpo.study import run_loaded_study
 
     console = Console()
     spec = load_study(study_file, storage, overrides)
     console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
+    finished: list[FrozenTrial] = []
+
+    def report(trial: FrozenTrial) -> None:
+        finished.append(trial)
+        console.print(_trial_line(trial))
+
     summary = run_loaded_study(
         spec,
         n_trials=n_trials,
@@ -51,12 +67,11 @@ def run(
         storage=storage,
         workers=workers,
         gpus=_parse_gpus(gpus),
-        report=lambda trial: console.print(_trial_line(trial)),
+        report=report,
         dry_run=not no_dry_run,
         in_process=in_process,
     )
-    counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items())
-    console.print(f"[bold]{summary.study_name}[/]: {counts} in {summary.duration_s or 0:.1f} s")
+    console.print(_run_line(summary, len(finished), n_trials or getattr(spec.study, "n_trials", None)))
     if not summary.best_trials:
         console.print("no trial completed")
         return
@@ -66,6 +81,22 @@ def run(
             f"{label}: #{best.number} {', '.join(summary.metrics)} = {format_values(best.values)} "
             f"({format_params(best.params)}); checkpoint: {_checkpoint_text(best.best_checkpoint)}"
         )
+
+
+def _run_line(summary: StudySummary, ran: int, n_trials: int | None) -> str:
+    """What this run did, then what the study holds: a second run of a finished study must not read as if it had
+    just run every trial in a few seconds."""
+    counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
+    done = sum(n for state, n in summary.counts.items() if state in ("COMPLETE", "PRUNED", "FAIL"))
+    if ran == 0 and n_trials is not None and done >= n_trials:
+        return (
+            f"[bold]{summary.study_name}[/]: nothing to run, the study already has its {n_trials} trials "
+            f"({counts}); to run more, raise the total with --n-trials"
+        )
+    return (
+        f"[bold]{summary.study_name}[/]: this run finished {ran} trial{'' if ran == 1 else 's'} in "
+        f"{summary.duration_s or 0:.1f} s; the study has {counts}"
+    )
 
 
 def _checkpoint_text(path: str | None) -> str:

@@ -13,7 +13,7 @@ from hpo.commands.study_args import format_params, format_values, load_study, st
 STATE_STYLES = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red", "RUNNING": "cyan", "WAITING": "dim"}
 
 
-@click.command("status")
+@click.command("status", short_help="Show the trials of a study.")
 @study_arguments
 def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> None:
     """Show every trial of the study in STUDY_FILE (read-only; works while `hpo run` is running)."""
@@ -26,10 +26,15 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     table = Table(
         title=f"{summary.study_name} ({', '.join(f'{m} {d}' for m, d in zip(summary.metrics, summary.directions, strict=True))})"
     )
-    for column in ("#", "state", "value", "params", "duration (s)", "pruned at step"):
+    # Short, unwrapped number columns leave the width to the params, which wrap whole instead of being cut with "…".
+    for column in ("#", "state", "value", "params", "time (s)", "pruned at"):
         table.add_column(
-            column, justify="right" if column in ("#", "duration (s)", "pruned at step") else "left"
+            column,
+            justify="left" if column in ("state", "value", "params") else "right",
+            no_wrap=column != "params",
+            overflow="fold",
         )
+    notes: list[str] = []
     for trial in study.get_trials(deepcopy=False):
         attrs = trial.user_attrs
         state = trial.state.name
@@ -44,10 +49,21 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
             "-" if duration is None else f"{duration:.1f}",
             "-" if attrs.get("pruned_step") is None else str(attrs["pruned_step"]),
         )
+        if state == "FAIL":
+            notes.append(_failure_note(trial.number, attrs))
     console = Console()
     console.print(table)
+    for note in notes:
+        console.print(note, markup=False, highlight=False)
     counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
     console.print(f"{counts}; * = best" + (" (Pareto front)" if len(summary.directions) > 1 else ""))
     from hpo.scheduler_view import print_live_slots  # the slots of a run in progress here (scheduler work)
 
     print_live_slots(console, spec, getattr(spec.study, "n_trials", None))
+
+
+def _failure_note(number: int, attrs: dict) -> str:
+    """Why a trial failed, and whether it was queued again (an interrupted trial is FAIL here but not lost)."""
+    reason = attrs.get("error") or "no error recorded"
+    again = " (queued again: the next `hpo run` resumes it)" if attrs.get("requeued") else ""
+    return f"trial {number} failed: {reason}{again}"

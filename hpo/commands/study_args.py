@@ -29,8 +29,12 @@ def study_arguments(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def load_study(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> Any:
+    import optuna
+
     from hpo.spec import load_study_spec
 
+    # The commands say what happened themselves; Optuna's INFO lines ("Using an existing study...") are noise here.
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     if not study_file.is_file():
         raise ConfigError(f"{study_file}: no such study file")
     return load_study_spec(study_file, overrides=list(overrides), storage=storage)

@@ -10,7 +10,7 @@ import click
 from hpo.errors import HpoError
 
 
-@click.command()
+@click.command(short_help="Train one model from a run file.")
 @click.argument("run_file", type=click.Path(dir_okay=False))
 @click.option(
     "--set",

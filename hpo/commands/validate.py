@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 
-@click.command()
+@click.command(short_help="Check a run or study file without training.")
 @click.argument("spec_file", type=click.Path(dir_okay=False))
 @click.option("--storage", default=None, metavar="URL", help="Study storage URL (overrides study.storage).")
 @click.option(

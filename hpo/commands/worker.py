@@ -16,7 +16,7 @@ from hpo.commands.study_args import load_study, study_arguments
 from hpo.errors import ConfigError
 
 
-@click.command("worker")
+@click.command("worker", short_help="Run a study's trials on this machine too.")
 @study_arguments
 @click.option(
     "--n-trials", type=click.IntRange(min=1), help="Total trials of the study (finished ones count)."

@@ -1,0 +1,169 @@
+"""What a new user meets at the command line (found by trying the product from a fresh clone): the help, a second run
+of a finished study, the status table in an 80-column terminal, a task that refuses the file's parameters, YAML
+syntax errors, and the export's output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
+from study_task import write_study
+
+from hpo.cli import COMMANDS, main
+from hpo.spec import load_study_spec
+from hpo.study import open_study
+
+
+def _cli(args: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+@pytest.fixture(autouse=True)
+def _optuna_verbosity():
+    """The study commands quieten Optuna's logger (global state): put it back for the tests that follow."""
+    before = optuna.logging.get_verbosity()
+    yield
+    optuna.logging.set_verbosity(before)
+
+
+def _study_with_trials(tmp_path: Path, n_trials: int, trials: list[optuna.trial.FrozenTrial]) -> Path:
+    """A study file whose study already holds `trials` (written straight into its real SQLite storage)."""
+    path = write_study(tmp_path, study={"n_trials": n_trials})
+    study = open_study(load_study_spec(path))
+    for trial in trials:
+        study.add_trial(trial)
+    return path
+
+
+def _trial(state: TrialState, value: float | None, **user_attrs) -> optuna.trial.FrozenTrial:
+    return create_trial(
+        state=state,
+        value=value,
+        params={"learning_rate": 0.00204722352812965},
+        distributions={"learning_rate": FloatDistribution(1e-4, 0.1, log=True)},
+        user_attrs=user_attrs,
+    )
+
+
+def _run_file(tmp_path: Path, model: dict) -> Path:
+    """A run file on the tests' tiny task (`hpo train` with 4 steps)."""
+    study = yaml.safe_load(write_study(tmp_path).read_text())
+    run = {
+        "name": "qa",
+        "output_dir": str(tmp_path / "run"),
+        "task": study["task"],
+        "model": model,
+        "training": {**study["training"], "max_steps": 4},
+        "tracking": {"store": False},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(run))
+    return path
+
+
+def test_help_lists_every_command_with_an_untruncated_summary(capsys):
+    code, out, _ = _cli(["--help"], capsys)
+    assert code == 0
+    commands = out.split("Commands:")[1].splitlines()
+    listed = {line.split()[0]: line for line in commands if line.strip()}
+    assert set(listed) == set(COMMANDS)
+    assert not [line for line in listed.values() if line.rstrip().endswith("...")]
+    assert "hpo run studies/digits_mlp.yaml" in out and "--debug" in out
+
+
+def test_run_help_names_its_values(capsys):
+    code, out, _ = _cli(["run", "--help"], capsys)
+    assert code == 0
+    assert "--n-trials N" in out and "--timeout S" in out
+    assert "running the same command again" in " ".join(out.split())
+
+
+def test_second_run_of_a_finished_study_says_there_is_nothing_to_run(tmp_path):
+    path = _study_with_trials(tmp_path, 2, [_trial(TrialState.COMPLETE, 0.5), _trial(TrialState.PRUNED, 0.4)])
+    result = subprocess.run(
+        [sys.executable, "-m", "hpo.cli", "run", str(path), "--in-process", "--no-dry-run"],
+        env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "test: nothing to run, the study already has its 2 trials (1 complete, 1 pruned)" in result.stdout
+    assert "--n-trials" in result.stdout
+    assert "Using an existing study" not in result.stderr  # Optuna's INFO lines stay out of the output
+
+
+def test_run_says_how_many_trials_this_run_finished(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    path = _study_with_trials(tmp_path, 2, [_trial(TrialState.COMPLETE, 0.5)])
+    code, out, err = _cli(["run", str(path), "--in-process", "--no-dry-run"], capsys)
+    assert code == 0, err
+    assert "test: this run finished 1 trial in " in out
+    assert "the study has 2 complete" in out
+
+
+def test_status_fits_80_columns_and_explains_failed_trials(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    interrupted = {"error": "interrupted at step 49", "requeued": True}
+    path = _study_with_trials(
+        tmp_path, 3, [_trial(TrialState.COMPLETE, 0.5), _trial(TrialState.FAIL, None, **interrupted)]
+    )
+    code, out, err = _cli(["status", str(path)], capsys)
+    assert code == 0, err
+    assert "learning_rate=0.00204722" in out  # whole, not cut to "learning_rate=…"
+    assert "…" not in out
+    words = " ".join(out.split())
+    assert "trial 1 failed: interrupted at step 49 (queued again: the next `hpo run` resumes it)" in words
+
+
+def test_train_with_parameters_the_task_refuses_exits_2_without_traceback(tmp_path, capsys):
+    path = _run_file(tmp_path, {"hidden": "wide"})  # int("wide") fails in model_init
+    code, out, err = _cli(["train", str(path)], capsys)
+    assert code == 2
+    assert f"{path}: model: task.model_init refused the parameters {{'hidden': 'wide'}}" in err
+    assert "ValueError: invalid literal for int()" in err
+    assert "Traceback" not in out + err
+
+
+def test_yaml_syntax_error_names_file_and_line_not_unicode_string(tmp_path, capsys):
+    path = _run_file(tmp_path, {})
+    lines = path.read_text().splitlines()
+    lines.insert(1, "broken: [1, 2")
+    path.write_text("\n".join(lines) + "\n")
+    code, _, err = _cli(["validate", str(path)], capsys)
+    assert code == 2
+    assert f"error: {path}: not valid YAML: line " in err
+    assert "flow sequence that starts on line 2" in err
+    assert "<unicode string>" not in err
+    code, _, err = _cli(["train", str(path.with_name("missing.yaml"))], capsys)
+    assert code == 2 and "missing.yaml: file not found" in err
+
+
+def test_bad_set_value_names_the_key_and_the_fix(tmp_path, capsys):
+    path = write_study(tmp_path)
+    code, _, err = _cli(["validate", str(path), "--set", "training.learning_rate=[1"], capsys)
+    assert code == 2
+    assert "--set training.learning_rate: not valid YAML (quote a value meant as text" in err
+    assert "<unicode string>" not in err and "Traceback" not in err
+
+
+def test_export_of_a_run_shows_the_comparison_not_raw_log_dicts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    path = _run_file(tmp_path, {})
+    code, _, err = _cli(["train", str(path)], capsys)
+    assert code == 0, err
+    code, out, err = _cli(["export", str(path), "--out", str(tmp_path / "export")], capsys)
+    assert code == 0, err
+    assert "reloaded from the export and evaluated" in out
+    assert "{'eval_" not in out
+    assert (tmp_path / "export" / "model.safetensors").is_file()
