@@ -35,9 +35,9 @@ def run_training(
     args = spec.training_arguments()
     params = dict(spec.model)
     resume_from = resume_checkpoint(resume, args.output_dir)
-    train_dataset, eval_dataset = load_datasets(task, params)
+    train_dataset, eval_dataset = refused_as_config_error(spec, "data", lambda: load_datasets(task, params))
     set_seed(args.seed)  # before model_init, so a run's initial weights depend only on its seed
-    model = task.model_init(params)
+    model = refused_as_config_error(spec, "model_init", lambda: task.model_init(params))
     tracking = build_tracking_callbacks(
         spec, run=RunInfo(kind="run", name=spec.name or "run", params=params, output_dir=args.output_dir)
     )
@@ -65,6 +65,18 @@ def run_training(
     if trainer.state.is_world_process_zero:
         write_json_atomically(Path(args.output_dir) / METRICS_FILE, summary)
     return summary
+
+
+def refused_as_config_error(spec: RunSpec, function: str, call: Any) -> Any:
+    """A task that refuses the file's `model:` parameters (ValueError/TypeError/KeyError) is a bad file (exit 2), as
+    `hpo validate` says; the traceback stays available through `hpo --debug`."""
+    try:
+        return call()
+    except (ValueError, TypeError, KeyError) as error:
+        raise ConfigError(
+            f"{spec.source}: model: task.{function} refused the parameters {dict(spec.model)}: "
+            f"{type(error).__name__}: {error} (fix the model: section; hpo --debug shows where it failed)"
+        ) from error
 
 
 def resume_checkpoint(resume: bool | str | None, output_dir: str) -> str | None:
