@@ -39,8 +39,23 @@ _SafeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+012
 def parse_yaml(text: str, *, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass: data only, never code
+    except yaml.MarkedYAMLError as error:
+        hint = " (quote a value meant as text: --set 'key=\"...\"')" if source.startswith("--set") else ""
+        raise ConfigError(f"{source}: not valid YAML{hint}: {describe_yaml_error(error)}") from error
     except yaml.YAMLError as error:
         raise ConfigError(f"{source}: not valid YAML: {error}") from error
+
+
+def describe_yaml_error(error: yaml.MarkedYAMLError) -> str:
+    """Where and what, with the offending line: PyYAML's own text names the input "<unicode string>", not the file."""
+    mark = error.problem_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context = f"{error.context}: " if error.context else ""
+    start = error.context_mark
+    if error.context and start is not None and mark is not None and start.line != mark.line:
+        context = f"{error.context} that starts on line {start.line + 1}: "  # the unclosed bracket is there
+    snippet = mark.get_snippet() if mark is not None else None
+    return f"{where}{context}{error.problem or ''}" + (f"\n{snippet}" if snippet else "")
 
 
 def load_yaml_file(path: str | Path) -> dict[str, Any]:
