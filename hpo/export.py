@@ -154,7 +154,7 @@ def evaluate_export(out_dir: Path, source: ExportSource) -> dict[str, float]:
     import tempfile
 
     from hpo.load import load_exported
-    from trainer import Trainer
+    from trainer import PrinterCallback, ProgressCallback, Trainer
 
     task = source.spec.task.resolve()
     _, eval_dataset = task.data(dict(source.model_params))
@@ -170,6 +170,9 @@ def evaluate_export(out_dir: Path, source: ExportSource) -> dict[str, float]:
             data_collator=task.collator,
             compute_metrics=task.compute_metrics,
         )
+        # The comparison table shows the result; the default callbacks would print raw log dicts first.
+        for quiet in (PrinterCallback, ProgressCallback):
+            trainer.pop_callback(quiet)
         metrics = trainer.evaluate()
     return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
 
