@@ -30,6 +30,9 @@ from hpo.errors import ConfigError
 @click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field of the study file."
 )
+@click.option(
+    "--overwrite", is_flag=True, help="Start afresh in an OUT that holds checkpoints (deletes them)."
+)
 def retrain(
     study_file: Path,
     out_dir: str,
@@ -37,9 +40,10 @@ def retrain(
     metric: str | None,
     storage: str | None,
     overrides: tuple[str, ...],
+    overwrite: bool,
 ) -> None:
     """Train the best trial's parameters from scratch as a single run in OUT."""
-    from hpo.commands.train import print_summary
+    from hpo.commands.train import print_summary, protect_earlier_run
     from hpo.run import run_training
     from hpo.spec import load_study_spec
 
@@ -47,6 +51,7 @@ def retrain(
         raise ConfigError(f"{study_file}: no such study file")
     spec = load_study_spec(study_file, overrides=list(overrides), storage=storage)
     run_spec, trial = retrain_spec(spec, out_dir, trial_number=trial_number, metric=metric)
+    protect_earlier_run(run_spec.output_dir, overwrite, folder_option="--out", resumable=False)
     click.echo(
         f"retraining trial {trial.number} of study {spec.study.name} ({_params(trial.params)}) in {out_dir}"
     )

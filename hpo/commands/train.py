@@ -50,6 +50,11 @@ from hpo.errors import HpoError
     "--master-addr", default="127.0.0.1", show_default=True, help="Address of the node-rank 0 machine."
 )
 @click.option("--master-port", type=int, default=None, help="Port on the master (free port on one node).")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Start afresh in an output folder that holds an earlier run's checkpoints (deletes them).",
+)
 def train(
     run_file: str,
     overrides: tuple[str, ...],
@@ -61,6 +66,7 @@ def train(
     node_rank: int,
     master_addr: str,
     master_port: int | None,
+    overwrite: bool,
 ) -> None:
     """Train one model from RUN_FILE (a run file: task, model, training, tracking).
 
@@ -70,6 +76,8 @@ def train(
 
     overrides = (*overrides, f"training.strategy={strategy}") if strategy else overrides
     spec = load_run_spec(run_file, overrides=list(overrides), output_dir=output_dir)
+    if resume is None and node_rank == 0 and os.environ.get("RANK", "0") == "0":
+        protect_earlier_run(spec.output_dir, overwrite)
     if (nproc != 1 or nnodes != 1) and not _inside_a_launcher():
         _train_on_ranks(
             run_file, overrides, resume, output_dir, nproc, nnodes, node_rank, master_addr, master_port
@@ -113,6 +121,33 @@ def _train_on_ranks(
     if code != 0:
         failure = ConfigError if code == ConfigError.exit_code else HpoError
         raise failure(f"training failed on a rank of {nproc * nnodes} (its error is shown above)")
+
+
+def protect_earlier_run(
+    output_dir: str, overwrite: bool, *, folder_option: str = "--output-dir", resumable: bool = True
+) -> None:
+    """A fresh run in a folder holding an earlier run's checkpoints would mix the two: its checkpoint rotation deletes
+    the earlier ones (their best included) and `--resume` would pick the earlier run's newest. Refuse, as the Hugging
+    Face example scripts do, unless told to overwrite; then delete the earlier run's checkpoints and metrics first."""
+    import shutil
+    from pathlib import Path
+
+    from hpo.errors import ConfigError
+    from trainer.checkpoint import list_checkpoints
+
+    found = list_checkpoints(output_dir)
+    if not found:
+        return
+    if not overwrite:
+        resume = "--resume to continue that run, " if resumable else ""
+        raise ConfigError(
+            f"{output_dir} already holds checkpoints of an earlier run (newest: {found[-1].name}): add {resume}"
+            f"--overwrite to start afresh there (deletes them), or give another {folder_option}"
+        )
+    for folder in Path(output_dir).glob("checkpoint-*"):
+        if folder.is_dir():
+            shutil.rmtree(folder)
+    Path(output_dir, "metrics.json").unlink(missing_ok=True)
 
 
 class Interrupted(HpoError):

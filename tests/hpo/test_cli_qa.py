@@ -4,6 +4,7 @@ syntax errors, and the export's output."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -167,3 +168,23 @@ def test_export_of_a_run_shows_the_comparison_not_raw_log_dicts(tmp_path, capsys
     assert "reloaded from the export and evaluated" in out
     assert "{'eval_" not in out
     assert (tmp_path / "export" / "model.safetensors").is_file()
+
+
+def test_fresh_train_refuses_a_folder_with_an_earlier_runs_checkpoints(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    path = _run_file(tmp_path, {})
+    assert _cli(["train", str(path)], capsys)[0] == 0
+    earlier = sorted(p.name for p in (tmp_path / "run").glob("checkpoint-*"))
+    assert earlier == ["checkpoint-4"]
+
+    code, _, err = _cli(["train", str(path), "--set", "training.max_steps=8"], capsys)
+    assert code == 2
+    assert f"{tmp_path / 'run'} already holds checkpoints of an earlier run (newest: checkpoint-4)" in err
+    assert "--resume" in err and "--overwrite" in err and "--output-dir" in err
+    assert sorted(p.name for p in (tmp_path / "run").glob("checkpoint-*")) == earlier  # nothing deleted
+
+    code, _, err = _cli(["train", str(path), "--set", "training.max_steps=8", "--overwrite"], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "run").glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-8"]
+    state = json.loads((tmp_path / "run" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["max_steps"] == 8  # the new run's checkpoint, not the earlier run's
