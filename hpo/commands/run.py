@@ -52,6 +52,7 @@ def run(
     from hpo.study import run_loaded_study
 
     console = Console()
+    gpu_ids = _parse_gpus(gpus)  # a usage error before anything is loaded
     spec = load_study(study_file, storage, overrides)
     console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
     finished: list[FrozenTrial] = []
@@ -66,7 +67,7 @@ def run(
         timeout=timeout,
         storage=storage,
         workers=workers,
-        gpus=_parse_gpus(gpus),
+        gpus=gpu_ids,
         report=report,
         dry_run=not no_dry_run,
         in_process=in_process,

@@ -19,10 +19,16 @@ from hpo.errors import ConfigError
 @click.command("worker", short_help="Run a study's trials on this machine too.")
 @study_arguments
 @click.option(
-    "--n-trials", type=click.IntRange(min=1), help="Total trials of the study (finished ones count)."
+    "--n-trials",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Total trials of the study (finished ones count; default: study.n_trials).",
 )
 @click.option(
-    "--timeout", type=click.FloatRange(min=0, min_open=True), help="Start no new trial after S seconds."
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="Start no new trial after S seconds.",
 )
 @click.option("--workers", type=click.IntRange(min=1), help="Trials in parallel on this machine's CPU.")
 @click.option("--gpus", metavar="IDS", help="This machine's GPUs to use, e.g. 0,1,3 (default: all visible).")
@@ -41,6 +47,7 @@ def worker(
     from hpo.study import open_study, redact, storage_url
 
     console = Console()
+    gpu_ids = _parse_gpus(gpus)  # a usage error before anything is loaded
     spec = load_study(study_file, storage, overrides)
     url = storage_url(spec, storage)
     if url.startswith("sqlite"):
@@ -62,7 +69,7 @@ def worker(
         n_trials=n_trials,
         timeout=timeout,
         workers=workers,
-        gpus=_parse_gpus(gpus),
+        gpus=gpu_ids,
         report=lambda trial: console.print(_trial_line(trial)),
     )
     counts = {}

@@ -188,3 +188,12 @@ def test_fresh_train_refuses_a_folder_with_an_earlier_runs_checkpoints(tmp_path,
     assert sorted(p.name for p in (tmp_path / "run").glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-8"]
     state = json.loads((tmp_path / "run" / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["max_steps"] == 8  # the new run's checkpoint, not the earlier run's
+
+
+def test_bad_gpus_is_refused_before_the_study_loads(tmp_path, capsys):
+    path = write_study(tmp_path, study={"n_trials": 1})
+    for command in ("run", "worker"):
+        code, out, err = _cli([command, str(path), "--gpus", "a,b"], capsys)
+        assert code == 2
+        assert "'a,b': give GPU numbers separated by commas, e.g. 0,1,3" in err
+        assert "study test" not in out and "joined" not in out
