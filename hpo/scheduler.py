@@ -66,6 +66,11 @@ def run_trials(
         raise HpoError(
             f"every worker failed, and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}"
         )
+    if pool.stop_level > 1:  # a second Ctrl-C killed the trials: nothing was saved or queued at the stop
+        raise Interrupted(
+            "stopped at once: running trials were killed without a new checkpoint; run the same command again: it "
+            "finds them and resumes them from their newest checkpoint"
+        )
     if pool.stop_level:
         raise Interrupted(
             "interrupted: running trials saved a checkpoint and were queued again; run the same command again to "
