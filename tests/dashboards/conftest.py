@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -12,6 +10,7 @@ from pathlib import Path
 import optuna
 import optuna.importance  # noqa: F401  (imports scikit-learn, which sets KMP_* variables: before any test's check)
 import pytest
+from dashboard_cli import TINY_RUN, TINY_STUDY, hpo
 from dashboard_fixtures import build_everything
 
 from dashboards.api import DashboardApi
@@ -21,23 +20,6 @@ from dashboards.server import start_server
 from dashboards.store_reader import StoreReader
 
 STUDY_FILE = "studies/demo.yaml"
-HERE = Path(__file__).resolve().parent
-TINY_STUDY = HERE / "tiny_study.yaml"
-TINY_RUN = HERE / "tiny_run.yaml"
-
-
-def hpo(*args: str) -> None:
-    """Run the real `hpo` command line; fail the fixture with its output if it fails."""
-    result = subprocess.run(
-        [sys.executable, "-m", "hpo.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=HERE.parents[1],
-    )
-    assert result.returncode == 0, (
-        f"hpo {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    )
 
 
 @pytest.fixture(scope="session")

@@ -119,7 +119,7 @@ def test_importance_of_the_real_study(real_client):
 
 
 def test_hpo_report_command_writes_the_real_study(real, tmp_path):
-    from conftest import TINY_STUDY, hpo
+    from dashboard_cli import TINY_STUDY, hpo
 
     out = tmp_path / "report.html"
     hpo("report", str(TINY_STUDY), "--set", real["overrides"][0], "-o", str(out))
@@ -134,7 +134,7 @@ def test_hpo_dashboard_on_the_study_file_opens_its_study_and_store(real):
     import sys
     import urllib.request
 
-    from conftest import TINY_STUDY
+    from dashboard_cli import TINY_STUDY
 
     command = [sys.executable, "-m", "hpo.cli", "dashboard", str(TINY_STUDY), "--set", real["overrides"][0]]
     process = subprocess.Popen(
