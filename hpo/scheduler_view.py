@@ -53,10 +53,11 @@ def study_counts(study: optuna.Study) -> dict[str, int]:
 
 
 def render_table(
-    records: list[dict[str, Any]], counts: dict[str, int], n_trials: int | None, eta: EtaEstimator
+    records: list[dict[str, Any]], counts: dict[str, int] | None, n_trials: int | None, eta: EtaEstimator
 ) -> Table:
+    """`counts` None: no caption (`hpo status` prints the study's counts itself)."""
     total = f" of {n_trials}" if n_trials else ""
-    caption = ", ".join(f"{n} {state}" for state, n in counts.items()) or "no trials yet"
+    caption = None if counts is None else ", ".join(f"{n} {s}" for s, n in counts.items()) or "no trials yet"
     table = Table(title=f"slots: trials{total}", caption=caption, expand=False)
     for column in ("slot", "trial", "step", "latest metric", "state", "eta"):
         table.add_column(column, justify="right" if column in ("trial", "step", "eta") else "left")
@@ -100,5 +101,5 @@ def print_live_slots(console: Any, spec: Any, n_trials: int | None = None, fresh
     ]
     if not records:
         return False
-    console.print(render_table(records, {}, n_trials, EtaEstimator()))
+    console.print(render_table(records, None, n_trials, EtaEstimator()))
     return True

@@ -57,3 +57,4 @@ def test_status_in_another_terminal_shows_the_running_slots(tmp_path):
     assert print_live_slots(console, spec, 10) is True
     text = console.export_text()
     assert "gpu 0" in text and "5/50" in text and "gpu 1" not in text
+    assert "no trials yet" not in text  # hpo status prints the study's counts itself; no wrong caption here
