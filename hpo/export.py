@@ -182,7 +182,8 @@ def evaluation_arguments(source: ExportSource, output_dir: str) -> Any:
     from trainer import TrainingArguments
 
     values = {k: v for k, v in source.arguments.items() if k not in ("fsdp_config", "deepspeed")}
-    values.update(output_dir=output_dir, strategy="single", save_strategy="no")
+    # Nothing is saved, so nothing is reloaded at the end either (load_best_model_at_end needs saves to validate).
+    values.update(output_dir=output_dir, strategy="single", save_strategy="no", load_best_model_at_end=False)
     try:
         return TrainingArguments.from_dict(values)
     except Exception as error:

@@ -56,7 +56,7 @@ def _trial(state: TrialState, value: float | None, **user_attrs) -> optuna.trial
     )
 
 
-def _run_file(tmp_path: Path, model: dict) -> Path:
+def _run_file(tmp_path: Path, model: dict, **training) -> Path:
     """A run file on the tests' tiny task (`hpo train` with 4 steps)."""
     study = yaml.safe_load(write_study(tmp_path).read_text())
     run = {
@@ -64,7 +64,7 @@ def _run_file(tmp_path: Path, model: dict) -> Path:
         "output_dir": str(tmp_path / "run"),
         "task": study["task"],
         "model": model,
-        "training": {**study["training"], "max_steps": 4},
+        "training": {**study["training"], "max_steps": 4, **training},
         "tracking": {"store": False},
     }
     path = tmp_path / "run.yaml"
@@ -159,8 +159,9 @@ def test_bad_set_value_names_the_key_and_the_fix(tmp_path, capsys):
 
 
 def test_export_of_a_run_shows_the_comparison_not_raw_log_dicts(tmp_path, capsys, monkeypatch):
+    """Also with load_best_model_at_end, as in the example run file (its evaluation arguments used to be refused)."""
     monkeypatch.setenv("COLUMNS", "200")
-    path = _run_file(tmp_path, {})
+    path = _run_file(tmp_path, {}, load_best_model_at_end=True, metric_for_best_model="accuracy")
     code, _, err = _cli(["train", str(path)], capsys)
     assert code == 0, err
     code, out, err = _cli(["export", str(path), "--out", str(tmp_path / "export")], capsys)
