@@ -58,6 +58,8 @@ def run_trials(
     slots = make_slots(
         getattr(spec, "resources", None), gpus=gpus, workers=workers, ranks_per_trial=ranks_per_trial
     )
+    if _study_is_complete(study, n_trials):
+        return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
     pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout)
     console = console or Console(stderr=True)
     with _signals_to(pool):
@@ -76,6 +78,16 @@ def run_trials(
             "interrupted: running trials saved a checkpoint and were queued again; run the same command again to "
             "resume them"
         )
+
+
+def _study_is_complete(study: optuna.Study, n_trials: int | None) -> bool:
+    """n_trials reached, and no trial running or queued (a running one may still crash and be queued again)."""
+    from hpo.study import remaining_trials
+
+    if n_trials is None or remaining_trials(study, n_trials) != 0:
+        return False
+    busy = (TrialState.RUNNING, TrialState.WAITING)
+    return not any(trial.state in busy for trial in study.get_trials(deepcopy=False))
 
 
 def shared_storage_url(spec: Any, study: optuna.Study) -> str:

@@ -92,7 +92,7 @@ def test_run_help_names_its_values(capsys):
 def test_second_run_of_a_finished_study_says_there_is_nothing_to_run(tmp_path):
     path = _study_with_trials(tmp_path, 2, [_trial(TrialState.COMPLETE, 0.5), _trial(TrialState.PRUNED, 0.4)])
     result = subprocess.run(
-        [sys.executable, "-m", "hpo.cli", "run", str(path), "--in-process", "--no-dry-run"],
+        [sys.executable, "-m", "hpo.cli", "run", str(path), "--no-dry-run"],  # through the scheduler
         env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"},
         capture_output=True,
         text=True,
@@ -102,6 +102,7 @@ def test_second_run_of_a_finished_study_says_there_is_nothing_to_run(tmp_path):
     assert "test: nothing to run, the study already has its 2 trials (1 complete, 1 pruned)" in result.stdout
     assert "--n-trials" in result.stdout
     assert "Using an existing study" not in result.stderr  # Optuna's INFO lines stay out of the output
+    assert not (tmp_path / "out" / ".hpo" / "slots").exists()  # no worker was started for nothing
 
 
 def test_run_says_how_many_trials_this_run_finished(tmp_path, capsys, monkeypatch):
