@@ -9,6 +9,7 @@ from optuna.trial import FrozenTrial
 from rich.console import Console
 
 from hpo.commands.study_args import format_params, format_values, load_study, study_arguments
+from hpo.commands.train import Interrupted
 from hpo.summary import StudySummary
 
 
@@ -61,17 +62,23 @@ def run(
         finished.append(trial)
         console.print(_trial_line(trial))
 
-    summary = run_loaded_study(
-        spec,
-        n_trials=n_trials,
-        timeout=timeout,
-        storage=storage,
-        workers=workers,
-        gpus=gpu_ids,
-        report=report,
-        dry_run=not no_dry_run,
-        in_process=in_process,
-    )
+    try:
+        summary = run_loaded_study(
+            spec,
+            n_trials=n_trials,
+            timeout=timeout,
+            storage=storage,
+            workers=workers,
+            gpus=gpu_ids,
+            report=report,
+            dry_run=not no_dry_run,
+            in_process=in_process,
+        )
+    except KeyboardInterrupt:  # --in-process, or before the workers started (they handle Ctrl-C themselves)
+        raise Interrupted(
+            "interrupted; run the same command again: it finds a trial this stopped and resumes it from its "
+            "newest checkpoint"
+        ) from None
     console.print(_run_line(summary, len(finished), n_trials or getattr(spec.study, "n_trials", None)))
     if not summary.best_trials:
         console.print("no trial completed")

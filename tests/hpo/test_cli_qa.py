@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import yaml
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
+from scheduler_support import trials
 from study_task import write_study
 
 from hpo.cli import COMMANDS, main
@@ -199,3 +201,25 @@ def test_bad_gpus_is_refused_before_the_study_loads(tmp_path, capsys):
         assert code == 2
         assert "'a,b': give GPU numbers separated by commas, e.g. 0,1,3" in err
         assert "study test" not in out and "joined" not in out
+
+
+@pytest.mark.slow  # two subprocesses and a trial: ~18 s, like the scheduler's other interrupt tests
+def test_ctrl_c_of_an_in_process_run_says_how_to_resume_and_the_rerun_resumes(tmp_path):
+    from scheduler_support import kill_quietly, running_trial_with_checkpoint, slow_study, start_hpo, wait_for
+
+    slow_study(tmp_path, delay=0.05)
+    run = start_hpo(tmp_path, "run", "--n-trials", "1", "--in-process")
+    try:
+        wait_for(lambda: running_trial_with_checkpoint(tmp_path, 0, 4), what="trial 0 at checkpoint-4")
+        run.send_signal(signal.SIGINT)
+        output, _ = run.communicate(timeout=30)
+    finally:
+        kill_quietly(run)
+    assert run.returncode == 130, output
+    assert "interrupted; run the same command again: it finds a trial this stopped and resumes it" in output
+    assert "Traceback" not in output and "Aborted." not in output
+    rerun = start_hpo(tmp_path, "run", "--n-trials", "1", "--in-process", "--set", "model.delay=0.0")
+    output, _ = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, output
+    retry = max(trials(tmp_path), key=lambda t: t.number)
+    assert retry.state == TrialState.COMPLETE and retry.user_attrs["resumed_from_trial"] == 0
