@@ -68,7 +68,7 @@ def parse_run_spec(
     spec = _validate(RunSpec, data, source)
     spec.name = spec.name or default_name
     spec.output_dir = _absolute(output_dir or spec.output_dir or Path("runs") / spec.name)
-    spec.task.with_base_dir(base_dir)
+    spec.task.with_base_dir(base_dir, source if base_dir is not None else None)
     spec._source = source
     return spec
 
@@ -87,7 +87,7 @@ def parse_study_spec(
     spec.study.name = spec.study.name or default_name
     spec.study.output_dir = _absolute(spec.study.output_dir or Path("runs") / spec.study.name)
     spec.study.storage = spec.storage  # fills the default SQLite URL from the output folder
-    spec.task.with_base_dir(base_dir)
+    spec.task.with_base_dir(base_dir, source if base_dir is not None else None)
     spec._source = source
     return spec
 

@@ -41,25 +41,31 @@ class TaskSpec(Section):
 
     # The folder of the YAML file: modules next to it are importable.
     _base_dir: str | None = PrivateAttr(default=None)
+    # The YAML file itself, so an import error names it like every other field error does.
+    _source: str | None = PrivateAttr(default=None)
 
     @field_validator("model_init", "data", "collator", "compute_metrics", "tokenizer")
     @classmethod
     def _import_path_shape(cls, value: str | None) -> str | None:
         return None if value is None else check_import_path(value)
 
-    def with_base_dir(self, base_dir: str | Path | None) -> TaskSpec:
+    def with_base_dir(self, base_dir: str | Path | None, source: str | None = None) -> TaskSpec:
         self._base_dir = None if base_dir is None else str(base_dir)
+        self._source = source
         return self
 
     def resolve(self) -> Task:
         """Import every named callable; a ConfigError names the field (`task.data`) and what is missing."""
 
+        prefix = f"{self._source}: " if self._source else ""
+
         def load(name: str, arity: int | None) -> Callable[..., Any] | None:
             path = getattr(self, name)
             if path is None:
                 return None
-            function = resolve_callable(path, field=f"task.{name}", base_dir=self._base_dir)
-            return function if arity is None else _adapt(function, arity, field=f"task.{name}")
+            field = f"{prefix}task.{name}"
+            function = resolve_callable(path, field=field, base_dir=self._base_dir)
+            return function if arity is None else _adapt(function, arity, field=field)
 
         return Task(
             model_init=load("model_init", 1),

@@ -223,3 +223,11 @@ def test_ctrl_c_of_an_in_process_run_says_how_to_resume_and_the_rerun_resumes(tm
     assert rerun.returncode == 0, output
     retry = max(trials(tmp_path), key=lambda t: t.number)
     assert retry.state == TrialState.COMPLETE and retry.user_attrs["resumed_from_trial"] == 0
+
+
+def test_a_missing_task_function_names_the_file(tmp_path, capsys):
+    path = write_study(tmp_path, task={"model_init": "study_task:model_inti"})
+    code, _, err = _cli(["validate", str(path)], capsys)
+    assert code == 2
+    assert f"error: {path}: task.model_init: module 'study_task' has no attribute 'model_inti'" in err
+    assert "did you mean model_init?" in err
