@@ -105,5 +105,9 @@ def write_report(api: DashboardApi, study_name: str, out: Path) -> Path:
         "w", encoding="utf-8", dir=out.parent, suffix=".tmp", delete=False
     ) as handle:
         handle.write(html)
+    # mkstemp makes the file owner-only; a report is for sharing, so give it the mode a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(handle.name, 0o666 & ~umask)
     os.replace(handle.name, out)
     return out

@@ -82,6 +82,8 @@ def test_report_is_one_self_contained_file_with_escaped_data(demo, tmp_path):
     assert any(trial["params"].get("activation") == SCRIPT_CHOICE for trial in trials)
     assert data["runs"] == [f"{STUDY}/trial-{demo['study'].best_trial.number}"]
     assert not list(out.parent.glob("*.tmp"))  # written atomically
+    # Readable by others, as any file the user writes (under umask 022), not owner-only like a temporary file.
+    assert out.stat().st_mode & 0o044 == 0o044
 
 
 def test_report_of_an_unknown_study_names_it(demo, tmp_path):
