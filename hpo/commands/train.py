@@ -86,6 +86,10 @@ def train(
     summary = train_from_spec(spec, resume)
     if os.environ.get("RANK", "0") == "0":
         print_summary(summary)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from trainer.distributed import exit_rank
+
+        exit_rank(0)  # a finished rank leaves without finalization, where DeepSpeed could abort it
 
 
 def _inside_a_launcher() -> bool:

@@ -19,6 +19,7 @@ import torch
 from torch.utils.data import Dataset
 
 from trainer import Trainer, TrainerCallback, TrainingArguments
+from trainer.distributed import exit_rank
 from trainer.launch import record
 
 FEATURES, CLASSES = 16, 4
@@ -179,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
             Path(options.out, "result.json").write_text(json.dumps(result, indent=1))
     finally:
         trainer.strategy.teardown()
+    exit_rank(0)  # as `hpo train` ranks do: no interpreter finalization after a finished job
 
 
 def run(trainer: Trainer, options: argparse.Namespace) -> dict:

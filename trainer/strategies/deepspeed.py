@@ -49,6 +49,9 @@ class DeepSpeedStrategy(ParallelStrategy):
             distributed.barrier()  # every rank's stale segment is gone before any rank maps its peers'
         import deepspeed
 
+        if self.device.type == "cpu":
+            _skip_shared_memory_all_reduce()
+
         # DeepSpeed logs its whole config and every op load at INFO, and calls torch collectives under names torch
         # deprecates; the Trainer reports progress itself, so only DeepSpeed's warnings and errors are shown.
         logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
@@ -210,6 +213,16 @@ def _set_full_weights(engine: Any, weights: dict[str, torch.Tensor], stage: int)
         with deepspeed.zero.GatheredParameters([param], modifier_rank=0, enabled=stage == 3), torch.no_grad():
             if param.numel():
                 param.copy_(value.to(param.dtype))
+
+
+def _skip_shared_memory_all_reduce() -> None:
+    """On CPU, deepspeed.comm compiles and maps a shared-memory all-reduce op that serves only inference
+    (`inference_all_reduce`); training collectives go through the torch process group. Skipping it saves its ~20 s
+    compile, and its C++ threads aborted ranks at exit ("terminate called without an active exception") after ZeRO-3
+    jobs that had finished their work. DeepSpeed keeps its op table in one dict that it reads when comm starts."""
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
 def _remove_stale_shm_segment(rank: int) -> None:
