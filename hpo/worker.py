@@ -176,7 +176,7 @@ def _resume_from(study: optuna.Study, trial: optuna.Trial, config: WorkerConfig)
     if not path or not Path(path).is_dir():
         return None
     trial.set_user_attr("resumed_from_trial", previous)
-    _event(config, trial.number, "resumed", f"resumed from trial {previous} at {Path(path).name}", path=path)
+    # The store callback records the one "resumed" event, at the first step the restored run takes.
     return str(path)
 
 

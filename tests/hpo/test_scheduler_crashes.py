@@ -19,11 +19,13 @@ from scheduler_support import (
     wait_for,
 )
 
+from hpo.tracking.store import open_store
+
 pytestmark = pytest.mark.slow
 
 
 def test_a_killed_worker_is_replaced_and_its_stale_trial_resumes(tmp_path):
-    slow_study(tmp_path)  # heartbeat every 1 s, stale after 3 s
+    slow_study(tmp_path, tracking={"store": True})  # heartbeat every 1 s, stale after 3 s; events recorded
     run = start_hpo(tmp_path, "run", "--n-trials", "1")
     try:
         victim = wait_for(
@@ -49,6 +51,9 @@ def test_a_killed_worker_is_replaced_and_its_stale_trial_resumes(tmp_path):
     assert int(retry.user_attrs["resume_from"].rsplit("-", 1)[1]) >= 8
     assert retry.user_attrs["global_step"] == MAX_STEPS
     assert retry.user_attrs["worker"] != victim.user_attrs["worker"]  # a new worker process took the slot
+    store = open_store(tmp_path / "out" / "experiments.db")
+    (resumed,) = store.events(f"test/trial-{retry.number}", kind="resumed")  # one event per resume, not two
+    assert resumed["message"] == f"resumed at step {int(retry.user_attrs['resume_from'].rsplit('-', 1)[1])}"
 
 
 def test_a_second_ctrl_c_stops_everything_at_once(tmp_path):
