@@ -4,6 +4,7 @@ the study's counts, read from the slots' status files (written by the workers an
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,20 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def _alive(pid: Any) -> bool:
+    """Whether the process that wrote a slot record still runs (records without a pid count as alive). A run killed
+    outright (a second Ctrl-C, SIGKILL) never writes "stopped": its dead writers show it ended."""
+    if pid is None:
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, OverflowError):
+        return True
+    return True
+
+
 def print_live_slots(console: Any, spec: Any, n_trials: int | None = None, fresh_s: float = 120.0) -> bool:
     """For `hpo status` in another terminal: the slots table of a run in progress on this machine, if there is one.
     Returns whether it printed. Records older than `fresh_s` (a run that ended or died) are left out."""
@@ -97,7 +112,7 @@ def print_live_slots(console: Any, spec: Any, n_trials: int | None = None, fresh
     records = [
         r
         for r in read_slot_status(status_dir(spec))
-        if r.get("state") != "stopped" and now - float(r.get("updated", 0)) < fresh_s
+        if r.get("state") != "stopped" and now - float(r.get("updated", 0)) < fresh_s and _alive(r.get("pid"))
     ]
     if not records:
         return False

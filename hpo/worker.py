@@ -308,7 +308,9 @@ def _after_trial(config: WorkerConfig, study: optuna.Study) -> None:
 
 def _write_idle(path: Path | None, config: WorkerConfig, state: str) -> None:
     if path is not None:
-        write_status(path, {"slot": config.slot.label, "state": state, "updated": time.time()})
+        write_status(
+            path, {"slot": config.slot.label, "state": state, "updated": time.time(), "pid": os.getpid()}
+        )
 
 
 def main() -> int:

@@ -136,6 +136,7 @@ class ProgressCallback(TrainerCallback):
             return
         self.last_write = now
         record = {**self.base, "state": "running", "step": state.global_step, "max_steps": state.max_steps}
+        record["pid"] = os.getpid()  # hpo status leaves out the slots of processes that died without a word
         write_status(self.path, {**record, **self.latest, "updated": now})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from rich.console import Console
@@ -58,3 +59,27 @@ def test_status_in_another_terminal_shows_the_running_slots(tmp_path):
     text = console.export_text()
     assert "gpu 0" in text and "5/50" in text and "gpu 1" not in text
     assert "no trials yet" not in text  # hpo status prints the study's counts itself; no wrong caption here
+
+
+def test_status_leaves_out_slots_whose_process_died(tmp_path):
+    """A run killed outright never marks its slots stopped; hpo status must not show them as running."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from hpo.scheduler_view import print_live_slots, status_dir
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    spec = SimpleNamespace(output_dir=str(tmp_path))
+    folder = status_dir(spec)
+    folder.mkdir(parents=True)
+    fresh = {"state": "running", "step": 5, "max_steps": 50, "updated": time.time()}
+    write_status(folder / "slot-0.json", {**fresh, "slot": "cpu 0", "trial": 3, "pid": int(dead.stdout)})
+    console = Console(width=120, record=True)
+    assert print_live_slots(console, spec, 10) is False
+    write_status(folder / "slot-1.json", {**fresh, "slot": "cpu 1", "trial": 4, "pid": os.getpid()})
+    assert print_live_slots(console, spec, 10) is True
+    text = console.export_text()
+    assert "cpu 1" in text and "cpu 0" not in text
