@@ -52,14 +52,22 @@ def _trials(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
 
 
 def test_two_machines_share_the_study_and_stop_at_n_trials(tmp_path, postgres_url):
-    slow_study(tmp_path, delay=0.01, training={"max_steps": 12, "save_strategy": "no"})
+    # No pruner: the median pruner would stop some sampled learning rates, and this test is about sharing the study.
+    slow_study(
+        tmp_path,
+        delay=0.01,
+        training={"max_steps": 12, "save_strategy": "no"},
+        study={"pruner": {"type": "none"}},
+    )
     name = f"pg-{uuid.uuid4().hex[:8]}"
     machines = [_machine(tmp_path, postgres_url, name, "--n-trials", "6") for _ in range(2)]
     outputs = [m.communicate(timeout=240)[0] for m in machines]
     assert [m.returncode for m in machines] == [0, 0], outputs
     done = _trials(postgres_url, name)
     assert sorted(t.number for t in done) == list(range(6))
-    assert all(t.state == TrialState.COMPLETE for t in done)
+    assert all(t.state == TrialState.COMPLETE for t in done), [
+        (t.number, t.state.name, t.user_attrs.get("error")) for t in done
+    ]
     workers = {t.user_attrs["worker"] for t in done}
     assert len(workers) == 2, f"both machines ran trials: {workers}"
 
