@@ -8,25 +8,20 @@ import click
 from optuna.trial import FrozenTrial
 from rich.console import Console
 
-from hpo.commands.study_args import format_params, format_values, load_study, study_arguments
+from hpo.commands.study_args import (
+    format_params,
+    format_values,
+    load_study,
+    study_arguments,
+    trial_budget_options,
+)
 from hpo.commands.train import Interrupted
 from hpo.summary import StudySummary
 
 
 @click.command("run", short_help="Run a study, or continue it.")
 @study_arguments
-@click.option(
-    "--n-trials",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="Total trials of the study (finished ones count; default: study.n_trials).",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="S",
-    help="Start no new trial after S seconds.",
-)
+@trial_budget_options
 @click.option("--workers", type=click.IntRange(min=1), help="Trials in parallel on CPU (one process each).")
 @click.option("--gpus", metavar="IDS", help="GPUs to use, e.g. 0,1,3 (default: all visible).")
 @click.option(

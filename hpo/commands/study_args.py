@@ -28,6 +28,22 @@ def study_arguments(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))(command)
 
 
+def trial_budget_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--n-trials and --timeout, as `hpo run` and `hpo worker` take them."""
+    command = click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="S",
+        help="Start no new trial after S seconds.",
+    )(command)
+    return click.option(
+        "--n-trials",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="Total trials of the study (finished ones count; default: study.n_trials).",
+    )(command)
+
+
 def load_study(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> Any:
     import optuna
 

@@ -12,24 +12,13 @@ import click
 from rich.console import Console
 
 from hpo.commands.run import _parse_gpus, _trial_line
-from hpo.commands.study_args import load_study, study_arguments
+from hpo.commands.study_args import load_study, study_arguments, trial_budget_options
 from hpo.errors import ConfigError
 
 
 @click.command("worker", short_help="Run a study's trials on this machine too.")
 @study_arguments
-@click.option(
-    "--n-trials",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="Total trials of the study (finished ones count; default: study.n_trials).",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="S",
-    help="Start no new trial after S seconds.",
-)
+@trial_budget_options
 @click.option("--workers", type=click.IntRange(min=1), help="Trials in parallel on this machine's CPU.")
 @click.option("--gpus", metavar="IDS", help="This machine's GPUs to use, e.g. 0,1,3 (default: all visible).")
 def worker(
