@@ -35,3 +35,16 @@ def no_leaked_process_group():
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
         pytest.fail("test left a torch.distributed process group initialized")
+
+
+@pytest.fixture
+def postgres_url() -> str:
+    """The PostgreSQL server `.ci/run` starts (`bash .ci/postgres.sh start` prints the URL). Without it a developer's
+    run skips; a CI run fails, so a missing server can never pass as skipped tests."""
+    url = os.environ.get("HPO_TEST_POSTGRES_URL")
+    if url:
+        return url
+    message = "HPO_TEST_POSTGRES_URL is not set: start a server with `bash .ci/postgres.sh start` and export its URL"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import optuna
@@ -10,14 +9,6 @@ import pytest
 from dashboard_fixtures import answer
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def postgres_url() -> str:
-    url = os.environ.get("HPO_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("HPO_TEST_POSTGRES_URL is not set (.ci/run starts a PostgreSQL server and sets it)")
-    return url
 
 
 def test_study_and_store_on_postgres_read_only(postgres_url):

@@ -78,11 +78,8 @@ def test_sqlite_four_workers_exactly_200_trials_without_lock_errors(tmp_path):
 
 
 @pytest.mark.postgres
-def test_postgres_four_workers_exactly_200_trials(tmp_path):
-    url = os.environ.get("HPO_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("HPO_TEST_POSTGRES_URL is not set (.ci/postgres.sh prints it)")
-    study, told, errors = _run_load(url, tmp_path)
+def test_postgres_four_workers_exactly_200_trials(tmp_path, postgres_url):
+    study, told, errors = _run_load(postgres_url, tmp_path)
     _assert_exactly(study, told, errors)
 
 

@@ -21,14 +21,6 @@ from hpo.storage import create_storage  # noqa: E402
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def postgres_url() -> str:
-    url = os.environ.get("HPO_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("HPO_TEST_POSTGRES_URL is not set (.ci/postgres.sh start prints it)")
-    return url
-
-
 def _machine(folder: Path, url: str, name: str, *args: str) -> subprocess.Popen:
     """`hpo worker` in its own process group, as on another machine."""
     command = [sys.executable, "-m", "hpo.cli", "worker", str(folder / "study.yaml"), "--storage", url]

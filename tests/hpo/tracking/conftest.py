@@ -1,8 +1,7 @@
-"""Store fixtures: a SQLite store in a temporary folder, and the PostgreSQL store when HPO_TEST_POSTGRES_URL is set."""
+"""Store fixtures: a SQLite store in a temporary folder, and a store on the PostgreSQL server of tests/conftest.py."""
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -19,21 +18,9 @@ def sqlite_store(tmp_path):
     store.close()
 
 
-def postgres_url() -> str:
-    url = os.environ.get("HPO_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("HPO_TEST_POSTGRES_URL is not set")
-    return url
-
-
-@pytest.fixture(name="postgres_url")
-def postgres_url_fixture() -> str:
-    return postgres_url()
-
-
 @pytest.fixture
-def postgres_store():
-    store = open_store(postgres_url())
+def postgres_store(postgres_url):
+    store = open_store(postgres_url)
     yield store
     store.close()
 
