@@ -85,7 +85,12 @@ def read_offline_run(path: str | Path) -> OfflineRun:
 
 def offline_runs(folder: str | Path) -> list[OfflineRun]:
     """Every offline run under `<folder>/wandb/`, oldest first."""
-    files = sorted(Path(folder).glob("wandb/offline-run-*/run-*.wandb"))
+    # Folder names carry the start time to the second only (then a random run id): runs started within one second
+    # are ordered by when their file was last written, i.e. when each run finished.
+    files = sorted(
+        Path(folder).glob("wandb/offline-run-*/run-*.wandb"),
+        key=lambda f: (f.parent.name.split("-")[2], f.stat().st_mtime_ns),
+    )
     return [read_offline_run(f) for f in files]
 
 
