@@ -10,6 +10,7 @@ import difflib
 import logging
 import math
 import operator
+from abc import ABC, abstractmethod
 from typing import Any
 
 from trainer.args import IntervalStrategy, SaveStrategy, TrainingArguments
@@ -42,14 +43,16 @@ class TrainerCallback:
     def on_log(self, args, state, control, **kwargs): ...
 
 
-class ExportableState:
+class ExportableState(ABC):
     """A callback whose state travels in checkpoints (`state.stateful_callbacks[<class name>]`)."""
 
+    @abstractmethod
     def state(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """What to save in the checkpoint (JSON-serialisable)."""
 
+    @abstractmethod
     def load_state(self, values: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Restore what `state()` returned."""
 
 
 def export_callback_states(callbacks: list[Any]) -> dict[str, Any]:
