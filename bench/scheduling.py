@@ -108,7 +108,7 @@ def write_study(folder: Path, name: str, trials: int, steps: int) -> Path:
 def run_hpo(root: Path, workers: int, trials: int, steps: int) -> Result:
     import optuna
 
-    from hpo.study import run_study
+    from hpo.study.manager import run_study
 
     path = write_study(root / f"hpo-{workers}", f"bench-{workers}", trials, steps)
     started = time.perf_counter()
@@ -210,7 +210,7 @@ def _storage(kind: str, path: Path):
     from optuna.storages import RDBStorage
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-    from hpo.storage import create_storage
+    from hpo.storage.database import create_storage
 
     heartbeat = {"heartbeat_interval": 1, "grace_period": 10}
     if kind == "optuna sqlite":

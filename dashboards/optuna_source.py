@@ -13,35 +13,30 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from sqlalchemy.engine import make_url
 
 from hpo.errors import ConfigError, HpoError
+from hpo.storage.urls import is_sqlite_url, sqlite_path, with_postgres_driver
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def sqlite_path(url: str) -> Path | None:
-    """The database file of a `sqlite:///...` URL, or None for other backends."""
-    parsed = make_url(url)
-    if not parsed.drivername.startswith("sqlite"):
+def watched_database(url: str) -> Path | None:
+    """The SQLite file a storage URL names, None for a server database; an error for anything that cannot be watched."""
+    if "://" not in url:
+        raise ConfigError(f"storage {url!r} is not a database URL; e.g. sqlite:///runs/my-study/study.db")
+    if not is_sqlite_url(url):
         return None
-    if not parsed.database or parsed.database == ":memory:":
+    database = sqlite_path(url)
+    if database is None:
         raise ConfigError(
             f"storage {url!r}: an in-memory SQLite database cannot be watched; give a file path"
         )
-    return Path(parsed.database)
+    return database
 
 
 def read_only_rdb_storage(url: str) -> optuna.storages.RDBStorage:
     """An RDBStorage that cannot write: a clear error when the database does not exist yet."""
-    try:
-        database = sqlite_path(url)
-    except ConfigError:
-        raise
-    except Exception as error:
-        raise ConfigError(
-            f"storage {url!r} is not a database URL ({error}); e.g. sqlite:///runs/my-study/study.db"
-        ) from None
+    database = watched_database(url)
     if database is not None:
         if not database.is_file():
             raise HpoError(
@@ -51,11 +46,7 @@ def read_only_rdb_storage(url: str) -> optuna.storages.RDBStorage:
         ro_url = f"sqlite:///file:{database.resolve()}?mode=ro&uri=true"
         engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}}
     else:
-        from hpo.tracking.store_postgres import (
-            with_driver,  # bare postgresql:// means psycopg 3 to SQLAlchemy 2.1
-        )
-
-        ro_url = with_driver(url)
+        ro_url = with_postgres_driver(url)
         engine_kwargs = {"connect_args": {"options": "-c default_transaction_read_only=on"}}
     try:
         return optuna.storages.RDBStorage(ro_url, engine_kwargs=engine_kwargs, skip_table_creation=True)

@@ -14,6 +14,7 @@ import sqlalchemy
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboards.serialize import plain
+from hpo.storage.urls import with_postgres_driver
 
 JSON_COLUMNS = ("params", "arguments", "state", "packages", "extra", "data")
 RUN_LIST_COLUMNS = "id, kind, study_name, trial_number, name, status, started_at, ended_at, host, slot, devices, objective, output_dir"
@@ -22,9 +23,7 @@ RUN_LIST_COLUMNS = "id, kind, study_name, trial_number, name, status, started_at
 def store_engine(url_or_path: str) -> sqlalchemy.engine.Engine | None:
     """A read-only engine on the store, or None when a SQLite store file does not exist (yet)."""
     if "://" in url_or_path:
-        from hpo.tracking.store_postgres import with_driver
-
-        url = sqlalchemy.engine.make_url(with_driver(url_or_path))
+        url = sqlalchemy.engine.make_url(with_postgres_driver(url_or_path))
         if not url.drivername.startswith("sqlite"):
             options = {"options": "-c default_transaction_read_only=on"}
             return sqlalchemy.create_engine(url, connect_args=options, pool_pre_ping=True)

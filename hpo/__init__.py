@@ -3,7 +3,11 @@
 __version__ = "0.1.0"
 
 # Public names imported on first use, so `import hpo` stays light: name -> module that defines it.
-_LAZY = {"load_exported": "hpo.load", "run_study": "hpo.study", "StudySummary": "hpo.study"}
+_LAZY = {
+    "load_exported": "hpo.export.load",
+    "run_study": "hpo.study.manager",
+    "StudySummary": "hpo.study.summary",
+}
 
 
 def __getattr__(name: str):

@@ -13,3 +13,10 @@ class ConfigError(HpoError):
     """A bad run or study file, a bad `--set`, or a bad command-line value: exit 2 (usage)."""
 
     exit_code = 2
+
+
+class Interrupted(HpoError):
+    """A stop the user asked for (Ctrl-C, SIGTERM): exit 130, the shell's code for an interrupted command. The message
+    says what was saved and how to continue."""
+
+    exit_code = 130

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpo.spec import RunSpec, StudySpec, load_spec
-from hpo.spec.dry_run import dry_run
+from hpo.trial.dry_run import dry_run
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
 CONFIGS = sorted(STUDIES.rglob("*.yaml"))

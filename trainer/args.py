@@ -389,6 +389,7 @@ def _check_parallelism(args: TrainingArguments) -> None:
         raise TrainerConfigError(
             f"training argument 'ddp_bucket_cap_mb' must be > 0, got {args.ddp_bucket_cap_mb}"
         )
+    # Imported here: importing any trainer.strategies module runs the package's __init__, which needs this module.
     if args.fsdp_config is not None:
         from trainer.strategies.fsdp_options import validate_fsdp_config
 

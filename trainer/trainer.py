@@ -42,6 +42,7 @@ from trainer.modeling import call_model, labels_of, prepare_model, split_labels,
 from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
 from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
 from trainer.plan import TrainingPlan, build_plan
+from trainer.search import search_backend
 from trainer.seed import enable_full_determinism, set_seed
 from trainer.state import TrainerControl, TrainerState
 from trainer.strategies import create_strategy
@@ -497,14 +498,12 @@ class Trainer:
         hp_name: Any = None,
         **kwargs: Any,
     ) -> Any:
-        """transformers' `Trainer.hyperparameter_search` (Optuna backend), returning `BestRun(run_id, objective,
-        hyperparameters)`. Implemented by `hpo.hp_search`, imported here only when called: the trainer package does
-        not depend on Optuna or hpo."""
-        from hpo.hp_search import hyperparameter_search
+        """transformers' `Trainer.hyperparameter_search`, returning `BestRun(run_id, objective, hyperparameters)`.
 
-        return hyperparameter_search(
-            self, hp_space, compute_objective, n_trials, direction, backend, hp_name, **kwargs
-        )
+        The search itself is a backend looked up by name (`trainer.search`; default "optuna", which hpo provides), so
+        the trainer package depends on no search library."""
+        search = search_backend(backend)
+        return search(self, hp_space, compute_objective, n_trials, direction, hp_name=hp_name, **kwargs)
 
     # ---- model output -----------------------------------------------------------------------------------------
     def save_model(self, output_dir: str | Path | None = None) -> Path:

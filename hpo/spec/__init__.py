@@ -9,7 +9,6 @@ Every problem raises `hpo.errors.ConfigError` (a `SpecError`, with `.problems` a
 message names the field path and the fix, e.g. `search_space.learning_rate.low: must be > 0 when log is true`.
 """
 
-from hpo.overrides import apply_overrides, parse_overrides
 from hpo.spec.errors import FieldProblem, SpecError
 from hpo.spec.loading import (
     is_study_data,
@@ -20,11 +19,15 @@ from hpo.spec.loading import (
     parse_study_spec,
 )
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
+from hpo.spec.overrides import apply_overrides, parse_overrides
 from hpo.spec.run import RunSpec
 from hpo.spec.search_space import ParamSpec
 from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec, WandbSpec
 from hpo.spec.study import StudySection, StudySpec, default_direction, metric_key
 from hpo.spec.task import Task, TaskSpec
+
+# A run file or a study file: what the tracking and export code accepts.
+Spec = RunSpec | StudySpec
 
 __all__ = [
     "ExportSpec",
@@ -35,6 +38,7 @@ __all__ = [
     "ResourcesSpec",
     "RunSpec",
     "SamplerSpec",
+    "Spec",
     "SpecError",
     "StudySection",
     "StudySpec",

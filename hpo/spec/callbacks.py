@@ -17,9 +17,10 @@ from typing import Any
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from hpo.errors import ConfigError
-from hpo.imports import check_import_path, resolve_callable
 from hpo.spec.base import Section
 from hpo.spec.errors import FieldProblem
+from trainer import EarlyStoppingCallback, TrainerCallback
+from hpo.spec.imports import check_import_path, resolve_callable
 
 
 class EarlyStoppingSpec(Section):
@@ -29,9 +30,7 @@ class EarlyStoppingSpec(Section):
     patience: int = Field(1, ge=1)
     threshold: float = Field(0.0, ge=0)
 
-    def build(self) -> Any:
-        from trainer import EarlyStoppingCallback
-
+    def build(self) -> EarlyStoppingCallback:
         return EarlyStoppingCallback(
             early_stopping_patience=self.patience, early_stopping_threshold=self.threshold
         )
@@ -65,8 +64,6 @@ class CallbackSpec(Section):
 
     def build(self, *, field: str, base_dir: str | Path | None) -> Any:
         """A new callback instance."""
-        from trainer import TrainerCallback
-
         if self.early_stopping is not None:
             return self.early_stopping.build()
         assert self.import_path is not None

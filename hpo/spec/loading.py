@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from hpo.overrides import apply_overrides, load_yaml_file
 from hpo.spec.errors import SpecError, problems_from_validation_error
+from hpo.spec.overrides import apply_overrides, load_yaml_file
 from hpo.spec.run import RunSpec
 from hpo.spec.study import StudySpec
 

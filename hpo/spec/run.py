@@ -63,7 +63,7 @@ class RunSpec(Section):
 
     def build_callbacks(self) -> list[Any]:
         """Fresh instances of the file's `callbacks:`."""
-        return build_callbacks(self.callbacks, self.task._base_dir)  # noqa: SLF001
+        return build_callbacks(self.callbacks, self.task.base_dir)
 
     @property
     def source(self) -> str | None:

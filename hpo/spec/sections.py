@@ -34,7 +34,7 @@ class ExportSpec(Section):
 
 
 class ResourcesSpec(Section):
-    """Where and how each trial runs (`hpo.slots` turns this into worker slots).
+    """Where and how each trial runs (`hpo.scheduling.slots` turns this into worker slots).
 
     gpus_per_trial: k GPUs per trial; with k > 1 a trial is a k-rank job (one rank per GPU) under `strategy`.
     trials_per_gpu: trials packed on one GPU (needs gpus_per_trial: 1).

@@ -152,7 +152,7 @@ class StudySpec(Section):
         _check_conditions(self.search_space)
         self._check_training()
         self._check_strategy()
-        # A study with one objective watches it (hpo.trial sets metric_for_best_model); several need the file's.
+        # A study with one objective watches it (hpo.trial.run sets metric_for_best_model); several need the file's.
         has_metric = not self.study.is_multi_objective or bool(self.training.get("metric_for_best_model"))
         check_early_stopping(self.callbacks, evaluates=self.evaluation_always_on(), has_metric=has_metric)
         self._choose_pruner()
@@ -325,7 +325,7 @@ class StudySpec(Section):
 
     def build_callbacks(self) -> list[Any]:
         """Fresh instances of the file's `callbacks:` (one set per trial)."""
-        return build_callbacks(self.callbacks, self.task._base_dir)  # noqa: SLF001
+        return build_callbacks(self.callbacks, self.task.base_dir)
 
     def training_arguments(self, output_dir: str | None = None, **overrides: Any) -> Any:
         """A fresh TrainingArguments with the file's defaults, the trial's overrides and the trial's folder."""

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import PrivateAttr, field_validator
 
 from hpo.errors import ConfigError
-from hpo.imports import check_import_path, resolve_callable
 from hpo.spec.base import Section
+from hpo.spec.imports import check_import_path, resolve_callable
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,11 @@ class TaskSpec(Section):
     @classmethod
     def _import_path_shape(cls, value: str | None) -> str | None:
         return None if value is None else check_import_path(value)
+
+    @property
+    def base_dir(self) -> str | None:
+        """The folder of the file that named this task; its modules are importable from there."""
+        return self._base_dir
 
     def with_base_dir(self, base_dir: str | Path | None, source: str | None = None) -> TaskSpec:
         self._base_dir = None if base_dir is None else str(base_dir)

@@ -13,6 +13,8 @@ from functools import cache
 from typing import Any
 
 from hpo.spec.errors import FieldProblem
+from trainer import TrainingArguments
+from trainer.errors import TrainerConfigError
 
 # Fields the run or study decides; a file that sets them under `training:` is told where they belong.
 MANAGED_FIELDS = {
@@ -22,8 +24,6 @@ MANAGED_FIELDS = {
 
 @cache
 def training_field_names() -> tuple[str, ...]:
-    from trainer import TrainingArguments
-
     return tuple(f.name for f in dataclasses.fields(TrainingArguments))
 
 
@@ -40,9 +40,6 @@ def check_training_keys(training: dict[str, Any]) -> None:
 
 def build_training_arguments(training: dict[str, Any], output_dir: str, **overrides: Any) -> Any:
     """A fresh, validated TrainingArguments; a bad value raises FieldProblem naming the field."""
-    from trainer import TrainingArguments
-    from trainer.errors import TrainerConfigError
-
     check_training_keys(training)
     check_training_keys(overrides)
     values = {**training, **overrides, "output_dir": output_dir}

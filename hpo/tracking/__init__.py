@@ -1,15 +1,10 @@
 """Experiment tracking: the experiment store (SQLite / PostgreSQL) and wandb, plugged into the Trainer as callbacks.
 
-How `hpo.trial` (and `hpo train`) use it:
-
-    run = RunInfo(kind="trial", study_name=study.study_name, trial_number=trial.number, params=params,
-                  output_dir=str(trial_dir), slot=slot, devices=devices)
-    callbacks = build_tracking_callbacks(spec, run=run)   # fresh instances for every trial
-    trainer = Trainer(..., callbacks=[pruning_callback, *callbacks])
-    try:
-        trainer.train()
-    finally:
-        finish_tracking(callbacks, outcome)   # status, objective, best step -> store and wandb; closes both
+    store/            the experiment store: schema, interface, SQLite and PostgreSQL backends, `open_store`
+    callbacks.py      `build_tracking_callbacks(spec, run=...)` and `finish_tracking(callbacks, outcome)`
+    store_callback.py, wandb_callback.py   the two Trainer callbacks; writer.py: their background writer
+    events.py         events recorded outside the training loop; where a spec's store lives (`store_location`)
+    run_info.py       who a run is; logs.py: what the callbacks read from the Trainer; environment.py, digest.py
 
 `finish_tracking` ends the wandb run with the right exit code (0 completed/pruned, 1 failed) before the next trial can
 start, and flushes the store. When it is not called, `on_train_end` finishes them as "completed", and a trial whose
@@ -18,27 +13,21 @@ training raised is finished as "failed" when the next trial's callbacks are buil
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
-
-from hpo.tracking.run_info import RunInfo, trial_run_id
 
 __all__ = ["RunInfo", "build_tracking_callbacks", "finish_tracking", "trial_run_id"]
 
+# Loaded on first use: the dashboards import `hpo.tracking.store` and must not pay for the Trainer callbacks (torch).
+_LAZY = {
+    "RunInfo": "hpo.tracking.run_info",
+    "build_tracking_callbacks": "hpo.tracking.callbacks",
+    "finish_tracking": "hpo.tracking.callbacks",
+    "trial_run_id": "hpo.tracking.store.schema",
+}
 
-def build_tracking_callbacks(spec: Any, *, run: RunInfo) -> list[Any]:
-    """Fresh callbacks recording this run in the experiment store and (when configured) in wandb."""
-    from hpo.tracking.callbacks import build_callbacks
 
-    return build_callbacks(spec, run)
-
-
-def finish_tracking(callbacks: list[Any], outcome: Any = None, **fields: Any) -> None:
-    """Close the tracking callbacks with the trial's result.
-
-    `outcome` is a `hpo.trial.TrialOutcome` (state, values, pruned_step, error, user_attrs) or None; keyword
-    `fields` override it: status ("completed" | "pruned" | "failed" | "interrupted"), values (list of floats),
-    best_step, error (message). Other callbacks in the list are ignored, so the Trainer's whole list may be passed.
-    """
-    from hpo.tracking.callbacks import finish_all
-
-    finish_all(callbacks, outcome, **fields)
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'hpo.tracking' has no attribute {name!r}")

@@ -1,5 +1,14 @@
 """Builds the tracking callbacks of one run and finishes them with its result.
 
+    run = RunInfo(kind="trial", study_name=study.study_name, trial_number=trial.number, params=params,
+                  output_dir=str(trial_dir), slot=slot, devices=devices)
+    callbacks = build_tracking_callbacks(spec, run=run)   # fresh instances for every trial
+    trainer = Trainer(..., callbacks=[pruning_callback, *callbacks])
+    try:
+        trainer.train()
+    finally:
+        finish_tracking(callbacks, outcome)   # status, objective, best step -> store and wandb; closes both
+
 The study manager calls `finish_tracking(callbacks, outcome)` once the trial's outcome is known. Callbacks it never
 finished (a trial that raised inside training, or a caller that does not know about finishing) are finished with the
 best status we can tell: when the next run's callbacks are built in the same process, and at interpreter exit. So a
@@ -13,10 +22,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from hpo.spec import Spec, StudySpec
 from hpo.tracking.events import store_location
 from hpo.tracking.run_info import RunInfo
 from hpo.tracking.store_callback import ExperimentStoreCallback
 from hpo.tracking.wandb_callback import WandbCallback, default_mode
+from trainer import TrainerCallback
 
 logger = logging.getLogger(__name__)
 
@@ -24,28 +35,34 @@ _unfinished: list[Any] = []  # this process's tracking callbacks that have not b
 _STATUS = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
 
 
-def build_callbacks(spec: Any, run: RunInfo) -> list[Any]:
+def build_tracking_callbacks(spec: Spec, *, run: RunInfo) -> list[TrainerCallback]:
+    """Fresh callbacks recording this run in the experiment store and (when configured) in wandb."""
     finish_leftovers()
     callbacks: list[Any] = []
     location = store_location(spec)
     if location is not None:
         callbacks.append(ExperimentStoreCallback(location, run))
-    wandb_settings = getattr(getattr(spec, "tracking", None), "wandb", None)
-    if wandb_settings is not None and default_mode(getattr(wandb_settings, "mode", None)) != "disabled":
+    wandb_settings = spec.tracking.wandb
+    if wandb_settings is not None and default_mode(wandb_settings.mode) != "disabled":
         callbacks.append(WandbCallback(wandb_settings, run, directory=wandb_directory(spec, run)))
     _unfinished.extend(callbacks)
     return callbacks
 
 
-def wandb_directory(spec: Any, run: RunInfo) -> Path:
+def wandb_directory(spec: Spec, run: RunInfo) -> Path:
     """The study's output folder for trials (all trials' runs side by side), the run's own folder for a run."""
-    if run.kind == "trial":
-        folder = getattr(spec, "output_dir", None) if getattr(spec, "study", None) is not None else None
-        return Path(folder) if folder else Path(run.output_dir).parent
+    if run.kind == "trial" and isinstance(spec, StudySpec):
+        return Path(spec.output_dir)
     return Path(run.output_dir)
 
 
-def finish_all(callbacks: list[Any], outcome: Any = None, **fields: Any) -> None:
+def finish_tracking(callbacks: list[Any], outcome: Any = None, **fields: Any) -> None:
+    """Close the tracking callbacks with the trial's result.
+
+    `outcome` is a `hpo.trial.run.TrialOutcome` (state, values, pruned_step, error, user_attrs) or None; keyword
+    `fields` override it: status ("completed" | "pruned" | "failed" | "interrupted"), values (list of floats),
+    best_step, error (message). Other callbacks in the list are ignored, so the Trainer's whole list may be passed.
+    """
     result = outcome_fields(outcome) if outcome is not None else {}
     result.update(fields)
     result.setdefault("status", "completed")
@@ -55,7 +72,7 @@ def finish_all(callbacks: list[Any], outcome: Any = None, **fields: Any) -> None
 
 
 def outcome_fields(outcome: Any) -> dict[str, Any]:
-    """status, values, best_step, error from a `hpo.trial.TrialOutcome`."""
+    """status, values, best_step, error from a `hpo.trial.run.TrialOutcome`."""
     state = getattr(getattr(outcome, "state", None), "name", str(getattr(outcome, "state", "")))
     attrs = dict(getattr(outcome, "user_attrs", None) or {})
     best_step = attrs.get("best_step")

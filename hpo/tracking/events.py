@@ -11,38 +11,34 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from hpo.tracking.store import ExperimentStore, is_postgres_url, open_store
+from hpo.spec import Spec, StudySpec
+from hpo.tracking.store import ExperimentStore, open_store
 
 logger = logging.getLogger(__name__)
 
 
-def store_location(spec: Any) -> str | None:
+def store_location(spec: Spec) -> str | None:
     """Where a run or study file's experiment store lives, or None when `tracking.store` is false.
 
     A study whose storage is PostgreSQL keeps its store in the same database; otherwise the store is the SQLite file
     `<output_dir>/experiments.db` of the study (or of the run). `tracking.store` may also name a path or URL.
     """
-    tracking = getattr(spec, "tracking", None)
-    setting = getattr(tracking, "store", True) if tracking is not None else True
-    if setting is False or setting is None:
+    setting = spec.tracking.store
+    if setting is False:
         return None
-    if isinstance(setting, str | Path) and not isinstance(setting, bool):
-        return str(setting)
-    if getattr(spec, "store_url", None):  # a study spec knows its store (same PostgreSQL database, or a file)
-        return str(spec.store_url)
-    study = getattr(spec, "study", None)
-    if study is not None:
-        storage = str(getattr(study, "storage", None) or "")
-        if is_postgres_url(storage):
-            return storage
-        return str(Path(getattr(spec, "output_dir", None) or study.output_dir) / "experiments.db")
-    return str(
-        Path(spec.output_dir or Path("runs") / (getattr(spec, "name", None) or "run")) / "experiments.db"
-    )
+    if isinstance(setting, str):
+        return setting
+    if isinstance(spec, StudySpec):
+        return spec.store_url  # the same PostgreSQL database as the study, or experiments.db beside it
+    return str(Path(spec.output_dir or Path("runs") / (spec.name or "run")) / "experiments.db")
 
 
 def record_event(
-    spec_or_store: Any, run_id: str, kind: str, message: str = "", data: dict[str, Any] | None = None
+    spec_or_store: Spec | ExperimentStore | str | Path,
+    run_id: str,
+    kind: str,
+    message: str = "",
+    data: dict[str, Any] | None = None,
 ) -> bool:
     """Record one event for `run_id` in the store of a spec, a store URL/path, or an open store. True when written."""
     if isinstance(spec_or_store, ExperimentStore):

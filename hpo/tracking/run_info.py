@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from hpo.tracking.store.schema import trial_run_id
 
 
 @dataclass
@@ -52,38 +53,10 @@ class RunInfo:
                     ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value),
                 )
 
-    @classmethod
-    def for_trial(
-        cls, spec: Any, trial: Any, *, run_dir: Any, params: dict[str, Any], args: Any = None, **fields: Any
-    ) -> RunInfo:
-        """The RunInfo of an Optuna trial. Slot and devices come from `fields`, else from the trial's user attributes
-        (set by the scheduler), else from CUDA_VISIBLE_DEVICES."""
-        attrs = getattr(trial, "user_attrs", None) or {}
-        study = getattr(trial, "study", None)
-        study_name = getattr(study, "study_name", None) or spec.study.name
-        devices = (
-            fields.pop("devices", None) or attrs.get("devices") or os.environ.get("CUDA_VISIBLE_DEVICES")
-        )
-        return cls(
-            kind="trial",
-            study_name=study_name,
-            trial_number=trial.number,
-            params=dict(params),
-            output_dir=str(run_dir),
-            slot=fields.pop("slot", None) or attrs.get("slot"),
-            origin=origin_attrs(attrs),
-            devices=devices or "cpu",
-            **fields,
-        )
-
 
 ORIGIN_ATTRS = ("requeued_from_trial", "retry_reason", "retry_count", "resume_from")
 
 
 def origin_attrs(user_attrs: dict[str, Any]) -> dict[str, Any]:
-    """The user attributes of a queued retry that say which trial it continues (see `hpo.requeue`)."""
+    """The user attributes of a queued retry that say which trial it continues (see `hpo.storage.retry`)."""
     return {k: user_attrs[k] for k in ORIGIN_ATTRS if user_attrs.get(k) is not None}
-
-
-def trial_run_id(study_name: str | None, trial_number: int | None) -> str:
-    return f"{study_name}/trial-{trial_number}"

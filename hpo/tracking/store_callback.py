@@ -14,48 +14,18 @@ database, and a database that is down costs rows, not the run.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import numbers
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 from hpo.tracking import environment
-from hpo.tracking.run_info import RunInfo, trial_run_id
-from hpo.tracking.store import open_store
+from hpo.tracking.logs import arguments_dict, numeric_items, pruned_by_sibling, state_summary
+from hpo.tracking.run_info import RunInfo
+from hpo.tracking.store import open_store, trial_run_id
 from hpo.tracking.writer import BackgroundWriter
 from trainer.callbacks import TrainerCallback
-
-# TrainerState fields not worth a copy in the runs row (the metrics table already holds the log history).
-_STATE_SKIP = {"log_history", "stateful_callbacks"}
-
-
-def numeric_items(logs: dict[str, Any]) -> dict[str, float]:
-    """The numbers of a log record (bools and strings dropped); step and epoch have their own columns."""
-    return {
-        name: float(value)
-        for name, value in logs.items()
-        if name not in ("step", "epoch") and isinstance(value, numbers.Real) and not isinstance(value, bool)
-    }
-
-
-def _arguments(args: Any) -> dict[str, Any] | None:
-    if args is None:
-        return None
-    return args.to_dict() if hasattr(args, "to_dict") else dict(vars(args))
-
-
-def pruned_by_sibling(kwargs: dict[str, Any]) -> bool:
-    """Whether a pruning callback in the same Trainer stopped this run (it exposes a non-None `pruned_step`)."""
-    handler = getattr(kwargs.get("trainer"), "callback_handler", None)
-    return any(getattr(cb, "pruned_step", None) is not None for cb in getattr(handler, "callbacks", []))
-
-
-def state_summary(state: Any) -> dict[str, Any]:
-    fields = dataclasses.asdict(state) if dataclasses.is_dataclass(state) else dict(vars(state))
-    return {k: v for k, v in fields.items() if k not in _STATE_SKIP}
 
 
 class ExperimentStoreCallback(TrainerCallback):
@@ -194,7 +164,7 @@ class ExperimentStoreCallback(TrainerCallback):
             "name": run.name,
             "status": "running",
             "params": run.params,
-            "arguments": _arguments(args),
+            "arguments": arguments_dict(args),
             "started_at": time.time(),
             "host": environment.host(),
             "slot": run.slot,

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hpo.tracking.logs import arguments_dict, numeric_items, pruned_by_sibling
 from hpo.tracking.run_info import RunInfo
-from hpo.tracking.store_callback import numeric_items, pruned_by_sibling
 from trainer.callbacks import TrainerCallback
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class WandbCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero and self.wandb_run is None and self.mode != "disabled":
-            self._start(args.to_dict() if hasattr(args, "to_dict") else dict(vars(args)))
+            self._start(arguments_dict(args))
 
     def _start(self, arguments: dict[str, Any] | None) -> None:
         try:
@@ -62,7 +62,7 @@ class WandbCallback(TrainerCallback):
             self.mode = "disabled"
 
     def _init(self, arguments: dict[str, Any] | None) -> Any:
-        import wandb
+        import wandb  # here, not at the top: its import costs about a second, paid only by runs that use it
 
         self.directory.mkdir(parents=True, exist_ok=True)
         return wandb.init(

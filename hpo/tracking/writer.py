@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from hpo.tracking.digest import digest_path
+from hpo.tracking.logs import numeric_items
 from hpo.tracking.store import Batch, ExperimentStore
 
 logger = logging.getLogger(__name__)
@@ -126,16 +128,12 @@ class BackgroundWriter:
 
     def _add(self, batch: Batch, table: str, row: dict[str, Any]) -> None:
         if table == "log":  # a whole Trainer log record: one metrics row per number in it
-            from hpo.tracking.store_callback import numeric_items
-
             base = {k: row[k] for k in ("run_id", "step", "epoch", "time")}
             for name, value in numeric_items(row["values"]).items():
                 batch.metrics.append({**base, "name": name, "value": value})
             return
         if table == "artifacts" and row.get("sha256") is None:
             try:
-                from hpo.tracking.digest import digest_path
-
                 row = {**row, **digest_path(row["path"])}
             except OSError as error:  # deleted by checkpoint rotation before we got to it
                 row = {**row, "size": None}

@@ -14,10 +14,11 @@ from dashboard_cli import TINY_RUN, TINY_STUDY, hpo
 from dashboard_fixtures import build_everything
 
 from dashboards.api import DashboardApi
-from dashboards.locate import locate, open_api
+from dashboards.locate import open_api
 from dashboards.optuna_source import OptunaSource
 from dashboards.server import start_server
 from dashboards.store_reader import StoreReader
+from hpo.cli.dashboard import locate
 
 STUDY_FILE = "studies/demo.yaml"
 

@@ -19,7 +19,7 @@ def test_study_and_store_on_postgres_read_only(postgres_url):
     from hpo.tracking.store import open_store
 
     name = f"dash-{uuid.uuid4().hex[:8]}"
-    from hpo.tracking.store_postgres import with_driver
+    from hpo.storage.urls import with_postgres_driver as with_driver
 
     study = optuna.create_study(study_name=name, storage=with_driver(postgres_url))
 

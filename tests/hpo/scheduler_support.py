@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial
 from study_task import write_study
 
-from hpo.storage import create_storage
+from hpo.storage.database import create_storage
 
 MAX_STEPS = 40
 

@@ -21,7 +21,7 @@ from study_task import write_study
 
 from hpo.cli import COMMANDS, main
 from hpo.spec import load_study_spec
-from hpo.study import open_study
+from hpo.storage.study_db import open_study
 
 
 def _cli(args: list[str], capsys) -> tuple[int, str, str]:

@@ -8,7 +8,7 @@ import optuna
 from optuna.trial import TrialState
 from study_task import write_study
 
-from hpo.study import run_study
+from hpo.study.manager import run_study
 
 
 def _checkpoints(out: Path) -> set[Path]:
@@ -60,9 +60,10 @@ def test_top_k_null_keeps_every_checkpoint(tmp_path: Path) -> None:
 def test_a_chained_retry_keeps_the_checkpoint_it_will_resume_from(tmp_path: Path) -> None:
     """Trial 0 crashed after saving; its retry (trial 1) crashed before saving, so trial 2 is queued to resume from
     trial 0's checkpoint. Cleanup after any trial must leave that checkpoint for trial 2."""
-    from hpo.requeue import RetryPolicy, fail_running_trial
     from hpo.spec import load_study_spec
-    from hpo.study import after_trial, open_study
+    from hpo.storage.retention import after_trial
+    from hpo.storage.retry import RetryPolicy, fail_running_trial
+    from hpo.storage.study_db import open_study
 
     spec = load_study_spec(write_study(tmp_path, study={"n_trials": 4, "keep_checkpoints": {"top_k": 1}}))
     study = open_study(spec)
@@ -89,9 +90,10 @@ def test_a_chained_retry_keeps_the_checkpoint_it_will_resume_from(tmp_path: Path
 
 
 def test_a_failed_trial_whose_retry_is_not_queued_yet_keeps_its_checkpoints(tmp_path: Path) -> None:
-    """Between failing a trial and enqueueing its retry (hpo.requeue), another worker's cleanup may run."""
+    """Between failing a trial and enqueueing its retry (hpo.storage.retry), another worker's cleanup may run."""
     from hpo.spec import load_study_spec
-    from hpo.study import after_trial, open_study
+    from hpo.storage.retention import after_trial
+    from hpo.storage.study_db import open_study
 
     spec = load_study_spec(write_study(tmp_path, study={"n_trials": 4, "keep_checkpoints": {"top_k": 1}}))
     study = open_study(spec)

@@ -16,11 +16,11 @@ from study_task import write_study
 import hpo
 from hpo.cli import main
 from hpo.errors import HpoError
-from hpo.export import export_run, export_study
-from hpo.run import run_training
+from hpo.export.write import export_run, export_study
 from hpo.spec import load_run_spec, load_study_spec
-from hpo.study import run_study
+from hpo.study.manager import run_study
 from hpo.tracking.store import open_store
+from hpo.trial.single_run import run_training
 
 
 def run_in_process(path, n_trials: int) -> None:

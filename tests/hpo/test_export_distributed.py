@@ -13,7 +13,7 @@ import pytest
 from safetensors.torch import load_file
 
 import hpo
-from hpo.export import export_run
+from hpo.export.write import export_run
 from hpo.spec import load_run_spec
 
 pytestmark = pytest.mark.distributed

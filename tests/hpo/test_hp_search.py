@@ -11,7 +11,7 @@ import torch
 import torch._dynamo  # noqa: F401 - sets TORCHINDUCTOR_CACHE_DIR at import, before the env-leak check starts
 from transformers import BertConfig, BertForSequenceClassification
 
-from hpo.hp_search import BestRun, default_compute_objective
+from hpo.integrations.hf_search import BestRun, default_compute_objective
 from trainer import EarlyStoppingCallback, Trainer, TrainerCallback, TrainingArguments
 
 MARKER = 5  # a sequence is positive when it contains this token

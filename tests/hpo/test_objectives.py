@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from hpo.objectives import trial_values
+from hpo.trial.scoring import trial_values
 
 EVALS = [
     (4, {"eval_accuracy": 0.70, "eval_loss": 0.9}),

@@ -8,7 +8,7 @@ import optuna
 from optuna.trial import TrialState
 from study_task import write_study
 
-from hpo.study import run_study
+from hpo.study.manager import run_study
 
 GOOD_LR, BAD_LR = 0.05, 1e-5  # eval accuracy at step 4: about 0.80 against 0.51 (the untrained model's)
 
@@ -43,10 +43,10 @@ def test_bad_learning_rate_is_pruned_and_good_one_completes(tmp_path: Path) -> N
 
 def test_pruned_trial_runs_every_callbacks_train_end(tmp_path: Path) -> None:
     """Stopping through the control lets the Trainer finish: on_train_end fires, so trackers close their runs."""
-    from hpo.pruning import OptunaPruningCallback
     from hpo.spec import load_study_spec
-    from hpo.study import open_study
-    from hpo.trial import run_trial
+    from hpo.storage.study_db import open_study
+    from hpo.trial.pruning import OptunaPruningCallback
+    from hpo.trial.run import run_trial
     from trainer import TrainerCallback
 
     class Ends(TrainerCallback):

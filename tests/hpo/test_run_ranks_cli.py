@@ -14,7 +14,7 @@ import pytest
 from optuna.trial import TrialState
 from study_task import write_study
 
-from hpo.storage import create_storage
+from hpo.storage.database import create_storage
 
 pytestmark = pytest.mark.distributed
 

@@ -8,9 +8,9 @@ import pytest
 from optuna.trial import TrialState
 from study_task import write_study
 
-from hpo.scheduler import run_trials
+from hpo.scheduling.pool import run_trials
 from hpo.spec import load_study_spec
-from hpo.study import open_study
+from hpo.storage.study_db import open_study
 
 pytestmark = pytest.mark.distributed
 

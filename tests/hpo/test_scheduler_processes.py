@@ -24,7 +24,7 @@ from scheduler_support import (
 )
 
 from hpo.spec import load_study_spec
-from hpo.study import run_loaded_study, run_study
+from hpo.study.manager import run_loaded_study, run_study
 
 
 def _overlap(a, b) -> bool:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from hpo.errors import ConfigError
-from hpo.slots import discover_gpus, make_slots
+from hpo.scheduling.slots import discover_gpus, make_slots
+from hpo.spec import ResourcesSpec
 
 
-def resources(**fields):
-    base = {"gpus_per_trial": 1, "trials_per_gpu": 1, "threads_per_trial": None, "workers": None}
-    return {**base, **fields}
+def resources(**fields) -> ResourcesSpec:
+    return ResourcesSpec(**fields)
 
 
 def test_one_slot_per_gpu_by_default():

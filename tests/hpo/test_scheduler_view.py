@@ -7,8 +7,8 @@ import time
 
 from rich.console import Console
 
-from hpo.scheduler_view import EtaEstimator, read_slot_status, render_table
-from hpo.worker_child import write_status
+from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table
+from hpo.trial.callbacks import write_status
 
 
 def _render(table) -> str:
@@ -43,7 +43,7 @@ def test_status_files_being_replaced_are_skipped(tmp_path):
 def test_status_in_another_terminal_shows_the_running_slots(tmp_path):
     from types import SimpleNamespace
 
-    from hpo.scheduler_view import print_live_slots, status_dir
+    from hpo.scheduling.view import print_live_slots, status_dir
 
     spec = SimpleNamespace(output_dir=str(tmp_path))
     console = Console(width=120, record=True)
@@ -67,7 +67,7 @@ def test_status_leaves_out_slots_whose_process_died(tmp_path):
     import sys
     from types import SimpleNamespace
 
-    from hpo.scheduler_view import print_live_slots, status_dir
+    from hpo.scheduling.view import print_live_slots, status_dir
 
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True

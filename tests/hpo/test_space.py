@@ -7,8 +7,8 @@ from pathlib import Path
 import optuna
 from study_task import write_study
 
-from hpo.space import sample_params
 from hpo.spec import load_study_spec
+from hpo.trial.space import sample_params
 
 SPACE = {
     "optim": {"type": "categorical", "choices": ["sgd", "adamw_torch"]},

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from hpo.errors import ConfigError
-from hpo.imports import resolve_callable
 from hpo.spec import load_run_spec
+from hpo.spec.imports import resolve_callable
 
 TASK = {"model_init": "studies.tasks.digits:model_init", "data": "studies.tasks.digits:data"}
 

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from hpo.errors import ConfigError
-from hpo.overrides import apply_overrides, parse_overrides
 from hpo.spec import load_run_spec
+from hpo.spec.overrides import apply_overrides, parse_overrides
 
 BASE = {"training": {"learning_rate": 0.1}, "study": {"enqueue": [{"lr": 0.1}, {"lr": 0.2}]}}
 

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from hpo.errors import ConfigError
-from hpo.slots import make_slots
+from hpo.scheduling.slots import make_slots
 from hpo.spec import ResourcesSpec, SpecError, parse_run_spec, parse_study_spec
 
 TASK = {
@@ -162,7 +162,7 @@ def test_run_files_take_callbacks_and_early_stopping_needs_a_metric_there():
 def test_in_process_refuses_a_multi_rank_trial(tmp_path):
     from study_task import write_study
 
-    from hpo.study import run_study
+    from hpo.study.manager import run_study
 
     path = write_study(tmp_path, study={"n_trials": 1}, resources={"ranks_per_trial": 2})
     with pytest.raises(ConfigError, match="resources.ranks_per_trial: 2 ranks per trial need a process each"):

@@ -1,6 +1,6 @@
 """Parallel workers on one study: no "database is locked", and exactly n_trials trials, on SQLite and PostgreSQL.
 
-Four real processes claim trials through `hpo.worker.claim_trial` (the claim lock plus Optuna's ask) and tell plain
+Four real processes claim trials through `hpo.scheduling.worker.claim_trial` (the claim lock plus Optuna's ask) and tell plain
 Optuna objective values, as fast as they can: the worst case for lock contention."""
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import pytest
 from optuna.trial import TrialState
 
 from hpo.errors import ConfigError
-from hpo.storage import create_storage, redact
+from hpo.storage.database import create_storage
+from hpo.storage.urls import redact
 
 WORKERS, TRIALS = 4, 200
 
 
 def _claim_and_tell(url: str, study_name: str, lock_dir: str, queue: multiprocessing.Queue) -> None:
-    from hpo.worker import claim_trial
+    from hpo.scheduling.worker import claim_trial
 
     errors: list[str] = []
     told = 0

@@ -14,7 +14,8 @@ from study_task import write_study
 import hpo
 from hpo.errors import ConfigError, HpoError
 from hpo.spec import load_study_spec
-from hpo.study import open_study, run_loaded_study, run_study
+from hpo.storage.study_db import open_study
+from hpo.study.manager import run_loaded_study, run_study
 
 # With learning rate 0.3 the eval accuracy at steps 4, 8, 12 is about 0.742, 0.844, 0.836: the best is not the last.
 NEVER_PRUNES = {

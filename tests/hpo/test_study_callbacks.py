@@ -8,7 +8,7 @@ import optuna
 from optuna.trial import TrialState
 from study_task import write_study
 
-from hpo.study import run_study
+from hpo.study.manager import run_study
 
 TWO_TRIALS = {
     "n_trials": 2,
@@ -65,8 +65,8 @@ def test_trials_in_this_process_use_threads_per_trial(tmp_path: Path) -> None:
 def test_a_run_file_trains_with_its_early_stopping_callback(tmp_path: Path) -> None:
     import yaml
 
-    from hpo.run import run_training
     from hpo.spec import load_run_spec
+    from hpo.trial.single_run import run_training
 
     write_study(tmp_path)  # copies the task module next to the run file
     run = {

@@ -11,8 +11,8 @@ from optuna.trial import TrialState
 from study_task import write_study
 
 from hpo.spec import load_study_spec
-from hpo.study import open_study
-from hpo.trial import record_outcome, run_trial
+from hpo.storage.study_db import open_study
+from hpo.trial.run import record_outcome, run_trial
 from trainer import TrainerCallback
 
 

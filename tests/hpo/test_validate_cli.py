@@ -9,7 +9,7 @@ import yaml
 
 from hpo.cli import main
 from hpo.spec import load_study_spec
-from hpo.spec.dry_run import dry_run, representative_params
+from hpo.trial.dry_run import dry_run, representative_params
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = {

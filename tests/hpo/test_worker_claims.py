@@ -6,9 +6,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.requeue import RetryPolicy, fail_running_trial, fail_stale_trials
-from hpo.storage import create_storage
-from hpo.worker import WAIT, claim_trial
+from hpo.scheduling.worker import WAIT, claim_trial
+from hpo.storage.database import create_storage
+from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials
 
 
 @pytest.fixture

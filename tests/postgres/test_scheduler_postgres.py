@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hpo"))  # the hpo tests' helpers and task
 from scheduler_support import MAX_STEPS, slow_study, wait_for  # noqa: E402
 
-from hpo.storage import create_storage  # noqa: E402
+from hpo.storage.database import create_storage  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

@@ -12,10 +12,11 @@ from study_task import write_study
 from wandb_files import offline_runs
 
 from hpo.spec import load_study_spec
-from hpo.study import open_study, run_study
+from hpo.storage.study_db import open_study
+from hpo.study.manager import run_study
 from hpo.tracking import RunInfo, build_tracking_callbacks, finish_tracking
+from hpo.tracking.logs import numeric_items
 from hpo.tracking.store import open_store
-from hpo.tracking.store_callback import numeric_items
 from trainer import Trainer
 
 

@@ -10,7 +10,7 @@ from safetensors.torch import save_file
 from study_task import write_study
 
 from hpo.errors import HpoError
-from hpo.export_weights import checkpoint_state_dict
+from hpo.export.weights import checkpoint_state_dict
 from hpo.spec import load_study_spec
 from hpo.tracking import RunInfo
 from hpo.tracking.events import record_event, store_location

@@ -1,0 +1,107 @@
+"""What several commands share: the study file with `--storage URL` and `--set key=value`, the trial budget, where
+trials run (`--workers`, `--gpus`), and how a trial or a value is printed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import optuna
+from optuna.trial import FrozenTrial
+
+from hpo.errors import ConfigError
+from hpo.spec import StudySpec, load_study_spec
+
+
+def study_arguments(command: Callable[..., Any]) -> Callable[..., Any]:
+    """STUDY_FILE, --storage and --set (repeatable; the value parsed as YAML)."""
+    command = click.option(
+        "--set",
+        "overrides",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Override a field of the study file, e.g. --set training.max_steps=200 (value parsed as YAML).",
+    )(command)
+    command = click.option(
+        "--storage",
+        metavar="URL",
+        help="Optuna storage URL (sqlite:///..., postgresql://...) instead of the file's.",
+    )(command)
+    return click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))(command)
+
+
+def trial_budget_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--n-trials and --timeout, as `hpo run` and `hpo worker` take them."""
+    command = click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="S",
+        help="Start no new trial after S seconds.",
+    )(command)
+    return click.option(
+        "--n-trials",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="Total trials of the study (finished ones count; default: study.n_trials).",
+    )(command)
+
+
+def placement_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--workers and --gpus, as `hpo run` and `hpo worker` take them."""
+    command = click.option("--gpus", metavar="IDS", help="GPUs to use, e.g. 0,1,3 (default: all visible).")(
+        command
+    )
+    return click.option(
+        "--workers", type=click.IntRange(min=1), help="Trials in parallel on CPU (one process each)."
+    )(command)
+
+
+def parse_gpus(gpus: str | None) -> list[int] | None:
+    if gpus is None:
+        return None
+    try:
+        return [int(g) for g in gpus.split(",") if g.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{gpus!r}: give GPU numbers separated by commas, e.g. 0,1,3", param_hint="--gpus"
+        ) from None
+
+
+def load_study(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> StudySpec:
+    # The commands say what happened themselves; Optuna's INFO lines ("Using an existing study...") are noise here.
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if not study_file.is_file():
+        raise ConfigError(f"{study_file}: no such study file")
+    return load_study_spec(study_file, overrides=list(overrides), storage=storage)
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def format_params(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={format_value(v)}" for k, v in params.items())
+
+
+def format_values(values: list[float] | None) -> str:
+    return "-" if not values else ", ".join(format_value(v) for v in values)
+
+
+def trial_line(trial: FrozenTrial) -> str:
+    """One finished trial, as `hpo run` and `hpo worker` print it."""
+    attrs = trial.user_attrs
+    line = f"trial {trial.number:>3} {trial.state.name:<8}"
+    if trial.state.name == "PRUNED":
+        line += f" at step {attrs.get('pruned_step')}"
+    elif trial.values is not None:
+        line += f" {format_values(list(trial.values))}"
+    if attrs.get("duration_s") is not None:
+        line += f"  {attrs['duration_s']:.1f} s"
+    line += f"  {format_params(trial.params)}"
+    if attrs.get("error"):
+        line += f"\n    error: {attrs['error']}"
+    return line

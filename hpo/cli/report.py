@@ -1,0 +1,37 @@
+"""`hpo report STUDY_FILE -o report.html`: one self-contained HTML file with the study's plots (opens offline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dashboards.locate import open_api
+from dashboards.report import write_report
+from hpo.cli.app import summary
+from hpo.cli.dashboard import locate
+from hpo.cli.options import study_arguments
+from hpo.errors import ConfigError
+
+
+@click.command("report", short_help=summary("report"))
+@study_arguments
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="HTML file to write.",
+)
+def report(study_file: Path, storage: str | None, overrides: tuple[str, ...], out: Path) -> None:
+    """Write the study page of STUDY_FILE, with its data and Plotly inlined, to one HTML file."""
+    sources = locate(study_file, storage, None, overrides)
+    if sources.study_name is None:
+        raise ConfigError(
+            f"{study_file}: a report needs a study file (with a `study:` section), not a run file"
+        )
+    written = write_report(open_api(sources), sources.study_name, out)
+    click.echo(
+        f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB); open it in a browser, no network needed"
+    )

@@ -1,0 +1,63 @@
+"""`hpo retrain study.yaml --out DIR [--trial N] [--metric NAME] [--set ...]`: the best parameters, trained from scratch.
+
+The chosen trial's parameters become one `hpo train` run (model_init params and training arguments), with the study's
+training defaults and any `--set` overrides, e.g. `--set training.max_steps=2000` to train longer. It is tracked like any
+run, in the study's experiment store (kind "run"), so it appears beside the trials.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hpo.cli.app import summary
+from hpo.cli.train import print_summary, protect_earlier_run
+from hpo.errors import ConfigError
+from hpo.spec import load_study_spec
+from hpo.study.retrain import retrain_spec
+from hpo.trial.single_run import run_training
+
+
+@click.command("retrain", short_help=summary("retrain"))
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="The run's output folder."
+)
+@click.option(
+    "--trial", "trial_number", type=int, default=None, help="Retrain this trial instead of the best one."
+)
+@click.option(
+    "--metric", default=None, help="With several objectives: the one that picks from the Pareto front."
+)
+@click.option("--storage", metavar="URL", help="Optuna storage URL instead of the study file's.")
+@click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field of the study file."
+)
+@click.option(
+    "--overwrite", is_flag=True, help="Start afresh in an OUT that holds checkpoints (deletes them)."
+)
+def retrain(
+    study_file: Path,
+    out_dir: str,
+    trial_number: int | None,
+    metric: str | None,
+    storage: str | None,
+    overrides: tuple[str, ...],
+    overwrite: bool,
+) -> None:
+    """Train the best trial's parameters from scratch as a single run in OUT."""
+    if not study_file.is_file():
+        raise ConfigError(f"{study_file}: no such study file")
+    spec = load_study_spec(study_file, overrides=list(overrides), storage=storage)
+    run_spec, trial = retrain_spec(spec, out_dir, trial_number=trial_number, metric=metric)
+    protect_earlier_run(run_spec.output_dir, overwrite, folder_option="--out", resumable=False)
+    click.echo(
+        f"retraining trial {trial.number} of study {spec.study.name} ({_params(trial.params)}) in {out_dir}"
+    )
+    print_summary(run_training(run_spec))
+
+
+def _params(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())

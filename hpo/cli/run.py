@@ -1,0 +1,110 @@
+"""`hpo run study.yaml`: run (or continue) a study, then print its best trial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from optuna.trial import FrozenTrial
+from rich.console import Console
+
+from hpo.cli.app import summary
+from hpo.cli.options import (
+    format_params,
+    format_values,
+    load_study,
+    parse_gpus,
+    placement_options,
+    study_arguments,
+    trial_budget_options,
+    trial_line,
+)
+from hpo.errors import Interrupted
+from hpo.study.manager import run_loaded_study
+from hpo.study.summary import StudySummary
+
+
+@click.command("run", short_help=summary("run"))
+@study_arguments
+@trial_budget_options
+@placement_options
+@click.option(
+    "--no-dry-run", is_flag=True, help="Skip the dry evaluation that checks the metric before trials start."
+)
+@click.option(
+    "--in-process", is_flag=True, help="Run every trial in this process, one after another (for debugging)."
+)
+def run(
+    study_file: Path,
+    storage: str | None,
+    overrides: tuple[str, ...],
+    n_trials: int | None,
+    timeout: float | None,
+    workers: int | None,
+    gpus: str | None,
+    no_dry_run: bool,
+    in_process: bool,
+) -> None:
+    """Run the study in STUDY_FILE, or continue it.
+
+    n_trials counts every trial the study has, so running the same command again runs only the missing ones and
+    resumes trials an interrupt or a crash stopped. Ctrl-C: running trials save a checkpoint and are queued again."""
+    console = Console()
+    gpu_ids = parse_gpus(gpus)  # a usage error before anything is loaded
+    spec = load_study(study_file, storage, overrides)
+    console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
+    finished: list[FrozenTrial] = []
+
+    def report(trial: FrozenTrial) -> None:
+        finished.append(trial)
+        console.print(trial_line(trial))
+
+    try:
+        summary = run_loaded_study(
+            spec,
+            n_trials=n_trials,
+            timeout=timeout,
+            storage=storage,
+            workers=workers,
+            gpus=gpu_ids,
+            report=report,
+            dry_run=not no_dry_run,
+            in_process=in_process,
+        )
+    except KeyboardInterrupt:  # --in-process, or before the workers started (they handle Ctrl-C themselves)
+        raise Interrupted(
+            "interrupted; run the same command again: it finds a trial this stopped and resumes it from its "
+            "newest checkpoint"
+        ) from None
+    console.print(_run_line(summary, len(finished), n_trials or getattr(spec.study, "n_trials", None)))
+    if not summary.best_trials:
+        console.print("no trial completed")
+        return
+    label = "best trial" if len(summary.directions) == 1 else "Pareto front"
+    for best in summary.best_trials:
+        console.print(
+            f"{label}: #{best.number} {', '.join(summary.metrics)} = {format_values(best.values)} "
+            f"({format_params(best.params)}); checkpoint: {_checkpoint_text(best.best_checkpoint)}"
+        )
+
+
+def _run_line(summary: StudySummary, ran: int, n_trials: int | None) -> str:
+    """What this run did, then what the study holds: a second run of a finished study must not read as if it had
+    just run every trial in a few seconds."""
+    counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
+    done = sum(n for state, n in summary.counts.items() if state in ("COMPLETE", "PRUNED", "FAIL"))
+    if ran == 0 and n_trials is not None and done >= n_trials:
+        return (
+            f"[bold]{summary.study_name}[/]: nothing to run, the study already has its {n_trials} trials "
+            f"({counts}); to run more, raise the total with --n-trials"
+        )
+    return (
+        f"[bold]{summary.study_name}[/]: this run finished {ran} trial{'' if ran == 1 else 's'} in "
+        f"{summary.duration_s or 0:.1f} s; the study has {counts}"
+    )
+
+
+def _checkpoint_text(path: str | None) -> str:
+    if path is None:
+        return "-"
+    return path if Path(path).is_dir() else f"{path} (deleted: outside study.keep_checkpoints.top_k)"

@@ -1,0 +1,69 @@
+"""`hpo status study.yaml`: a table of the study's trials (number, state, value, params, duration, pruned at step)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from hpo.cli.app import summary
+from hpo.cli.options import format_params, format_values, load_study, study_arguments
+from hpo.scheduling.view import print_live_slots
+from hpo.storage.study_db import load_existing_study
+from hpo.study.summary import summarize
+
+STATE_STYLES = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red", "RUNNING": "cyan", "WAITING": "dim"}
+
+
+@click.command("status", short_help=summary("status"))
+@study_arguments
+def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> None:
+    """Show every trial of the study in STUDY_FILE (read-only; works while `hpo run` is running)."""
+    spec = load_study(study_file, storage, overrides)
+    study = load_existing_study(spec, storage)
+    summary = summarize(spec, study, storage)
+    best = {t.number for t in summary.best_trials}
+    table = Table(
+        title=f"{summary.study_name} ({', '.join(f'{m} {d}' for m, d in zip(summary.metrics, summary.directions, strict=True))})"
+    )
+    # Short, unwrapped number columns leave the width to the params, which wrap whole instead of being cut with "…".
+    for column in ("#", "state", "value", "params", "time (s)", "pruned at"):
+        table.add_column(
+            column,
+            justify="left" if column in ("state", "value", "params") else "right",
+            no_wrap=column != "params",
+            overflow="fold",
+        )
+    notes: list[str] = []
+    for trial in study.get_trials(deepcopy=False):
+        attrs = trial.user_attrs
+        state = trial.state.name
+        duration = attrs.get("duration_s")
+        if duration is None and trial.datetime_start and trial.datetime_complete:
+            duration = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        table.add_row(
+            f"{trial.number}{' *' if trial.number in best else ''}",
+            f"[{STATE_STYLES.get(state, '')}]{state}[/]",
+            format_values(list(trial.values) if trial.values is not None else None),
+            format_params(trial.params),
+            "-" if duration is None else f"{duration:.1f}",
+            "-" if attrs.get("pruned_step") is None else str(attrs["pruned_step"]),
+        )
+        if state == "FAIL":
+            notes.append(_failure_note(trial.number, attrs))
+    console = Console()
+    console.print(table)
+    for note in notes:
+        console.print(note, markup=False, highlight=False)
+    counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
+    console.print(f"{counts}; * = best" + (" (Pareto front)" if len(summary.directions) > 1 else ""))
+    print_live_slots(console, spec, spec.study.n_trials)  # the slots of a run in progress on this machine
+
+
+def _failure_note(number: int, attrs: dict) -> str:
+    """Why a trial failed, and whether it was queued again (an interrupted trial is FAIL here but not lost)."""
+    reason = attrs.get("error") or "no error recorded"
+    again = " (queued again: the next `hpo run` resumes it)" if attrs.get("requeued") else ""
+    return f"trial {number} failed: {reason}{again}"

@@ -1,0 +1,77 @@
+"""The README model card of an export: what the model is, how it scored, which study chose it, how to load it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hpo.export.select import ExportSource
+
+
+def _table(rows: dict[str, Any], header: tuple[str, str]) -> str:
+    if not rows:
+        return "_none recorded_\n"
+    lines = [f"| {header[0]} | {header[1]} |", "| --- | --- |"]
+    lines += [f"| `{k}` | {_show(v)} |" for k, v in sorted(rows.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return json.dumps(value) if isinstance(value, dict | list) else str(value)
+
+
+def model_card(source: ExportSource, transformers_class: str | None) -> str:
+    title = (
+        f"{source.study_name} — trial {source.trial_number}"
+        if source.kind == "trial"
+        else f"run {source.spec.name}"
+    )
+    scores = {k: v for k, v in source.recorded_metrics.items() if not k.endswith(("_runtime", "_per_second"))}
+    parts = [
+        f"# {title}\n",
+        _origin(source),
+        "## Metrics at the exported checkpoint\n",
+        _table(scores, ("metric", "value")),
+    ]
+    parts += ["## Hyperparameters\n", _table(source.params, ("parameter", "value"))]
+    if source.model_params != source.params:
+        parts += ["`model_init` parameters:\n", _table(source.model_params, ("parameter", "value"))]
+    if source.study_summary:
+        parts += ["## Study\n", _study(source.study_summary)]
+    parts += ["## Loading\n", _loading(transformers_class)]
+    return "\n".join(parts)
+
+
+def _origin(source: ExportSource) -> str:
+    lines = [
+        f"- model_init: `{source.spec.task.model_init}`",
+        f"- checkpoint: `{source.checkpoint}` (step {source.step})",
+    ]
+    if source.values:
+        objectives = ", ".join(f"{m} = {v:.6g}" for m, v in zip(source.metrics, source.values, strict=False))
+        lines.append(f"- objective: {objectives}")
+    return "\n".join(lines) + "\n"
+
+
+def _study(summary: dict[str, Any]) -> str:
+    states = ", ".join(f"{n} {s.lower()}" for s, n in sorted(summary["states"].items()))
+    goals = ", ".join(f"{d} {m}" for m, d in zip(summary["metrics"], summary["directions"], strict=False))
+    return (
+        f"- study `{summary['study_name']}`: {summary['n_trials']} trials ({states})\n"
+        f"- objective(s): {goals}\n"
+        f"- sampler: {summary['sampler']}, pruner: {summary['pruner']}\n"
+        f"- exported trial: {summary['chosen_trial']}\n"
+    )
+
+
+def _loading(transformers_class: str | None) -> str:
+    text = '```python\nimport hpo\nmodel = hpo.load_exported("<this folder>")\n```\n'
+    if transformers_class:
+        cls = transformers_class.rsplit(".", 1)[1]
+        text += (
+            f"\nIt is also a transformers folder:\n\n```python\nfrom transformers import {cls}\n"
+            f'model = {cls}.from_pretrained("<this folder>")\n```\n'
+        )
+    return text

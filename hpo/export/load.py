@@ -1,0 +1,61 @@
+"""`hpo.load_exported(folder)`: the model of an `hpo export` folder, built and loaded, in eval mode."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+
+from hpo.errors import HpoError
+from hpo.export.weights import load_into
+from hpo.spec.imports import add_search_paths, resolve_callable
+
+
+def load_exported(folder: str | Path, *, device: str | None = None) -> torch.nn.Module:
+    """Rebuild the exported model: transformers models through `from_pretrained`, others through the task's
+    `model_init(params)` and the safetensors weights. Returns the module in eval mode (on `device` if given)."""
+    folder = Path(folder)
+    manifest = _manifest(folder)
+    if manifest.get("transformers_class"):
+        model = _transformers_model(folder, manifest["transformers_class"])
+    else:
+        model = _task_model(folder, manifest)
+    if device is not None:
+        model = model.to(device)
+    return model.eval()
+
+
+def _manifest(folder: Path) -> dict[str, Any]:
+    path = folder / "export.json"
+    if not path.is_file():
+        raise HpoError(f"{folder} is not an hpo export (no export.json); create one with `hpo export`")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _transformers_model(folder: Path, class_path: str) -> Any:
+    module_name, _, class_name = class_path.rpartition(".")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls.from_pretrained(str(folder))
+
+
+def _task_model(folder: Path, manifest: dict[str, Any]) -> Any:
+    add_search_paths(manifest.get("task_dir"))
+    model_init = resolve_callable(
+        manifest["model_init"], field="export.json model_init", base_dir=manifest.get("task_dir")
+    )
+    params = dict(manifest.get("model_params") or {})
+    model = _call_model_init(model_init, params)
+    return load_into(model, load_file(str(folder / "model.safetensors")), source=str(folder))
+
+
+def _call_model_init(model_init: Any, params: dict[str, Any]) -> Any:
+    try:
+        takes_params = bool(inspect.signature(model_init).parameters)
+    except (TypeError, ValueError):
+        takes_params = True
+    return model_init(params) if takes_params else model_init()

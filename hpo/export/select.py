@@ -1,0 +1,208 @@
+"""Which checkpoint an export ships: the best trial's best checkpoint (a Pareto-front pick by metric for several
+objectives, or a trial named by number), or the best checkpoint of a single `hpo train` run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from hpo.errors import HpoError
+from hpo.spec import RunSpec, Spec, StudySpec
+from hpo.storage.study_db import load_existing_study, pick_trial
+from hpo.tracking.events import store_location
+from hpo.tracking.store import open_store, trial_run_id
+from trainer.checkpoint import list_checkpoints
+
+
+@dataclass
+class ExportSource:
+    spec: Spec
+    kind: str  # "trial" | "run"
+    checkpoint: Path
+    step: int | None
+    params: dict[str, Any]
+    model_params: dict[str, Any]
+    training: dict[str, Any]
+    arguments: dict[str, Any]
+    recorded_metrics: dict[str, float]
+    metrics: list[str] = field(default_factory=list)  # the objectives' metric names
+    values: list[float] | None = None
+    study_name: str | None = None
+    trial_number: int | None = None
+    run_id: str | None = None
+    study_summary: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- a study ----------------------------------------------------------------------------------------------------
+def study_source(
+    spec: StudySpec, *, trial_number: int | None = None, metric: str | None = None
+) -> ExportSource:
+    study = load_existing_study(spec)
+    metrics = list(spec.study.metrics or [])
+    trial = pick_trial(study, spec, trial_number, metric)
+    checkpoint = trial_checkpoint(trial)
+    training, model_params = spec.split_params(dict(trial.params))
+    return ExportSource(
+        spec=spec,
+        kind="trial",
+        checkpoint=checkpoint,
+        step=checkpoint_step(checkpoint),
+        params=dict(trial.params),
+        model_params=model_params,
+        training=training,
+        arguments=checkpoint_arguments(
+            checkpoint, lambda: spec.training_arguments(trial_dir(trial), **training)
+        ),
+        recorded_metrics=recorded_metrics(checkpoint) or _values_as_metrics(metrics, trial.values),
+        metrics=metrics,
+        values=list(trial.values) if trial.values else None,
+        study_name=study.study_name,
+        trial_number=trial.number,
+        run_id=trial_run_id(study.study_name, trial.number),
+        study_summary=summarize_study(study, spec, trial.number),
+    )
+
+
+def trial_dir(trial: FrozenTrial) -> str:
+    return str(trial.user_attrs.get("run_dir") or "")
+
+
+def trial_checkpoint(trial: FrozenTrial) -> Path:
+    """The trial's best checkpoint, else its newest complete checkpoint."""
+    best = trial.user_attrs.get("best_checkpoint")
+    if best and Path(best).is_dir():
+        return Path(best)
+    run_dir = trial.user_attrs.get("run_dir")
+    saved = list_checkpoints(run_dir) if run_dir and Path(run_dir).is_dir() else []
+    if saved:
+        return saved[-1]
+    raise HpoError(
+        f"trial {trial.number} ({trial.state.name}) has no checkpoint left in {run_dir or 'its run folder'}: "
+        "its checkpoints were not saved (training.save_strategy) or were deleted (study.keep_checkpoints)"
+    )
+
+
+def summarize_study(study: optuna.Study, spec: StudySpec, chosen: int) -> dict[str, Any]:
+
+    trials = study.get_trials(deepcopy=False)
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[trial.state.name] = counts.get(trial.state.name, 0) + 1
+    pruner = spec.study.pruner
+    return {
+        "study_name": study.study_name,
+        "n_trials": len(trials),
+        "states": counts,
+        "metrics": list(spec.study.metrics or []),
+        "directions": list(spec.study.directions or []),
+        # The file's choices: a study loaded for reading carries Optuna's defaults, not the ones it ran with.
+        "sampler": str(spec.study.sampler.type),
+        "pruner": str(pruner.type if pruner is not None else "none"),
+        "chosen_trial": chosen,
+    }
+
+
+# ---- a single run -----------------------------------------------------------------------------------------------
+def run_source(spec: RunSpec) -> ExportSource:
+    output_dir = Path(spec.output_dir or Path("runs") / (spec.name or "run"))
+    saved = list_checkpoints(output_dir) if output_dir.is_dir() else []
+    if saved:
+        best = _best_of_run(saved[-1])
+        checkpoint = best if best is not None else saved[-1]
+    elif (output_dir / "model.safetensors").is_file():
+        checkpoint = output_dir
+    else:
+        raise HpoError(
+            f"{output_dir} holds no checkpoint and no model.safetensors; run `hpo train` on the file first"
+        )
+    model_params = dict(spec.model)
+    return ExportSource(
+        spec=spec,
+        kind="run",
+        checkpoint=checkpoint,
+        step=checkpoint_step(checkpoint),
+        params=model_params,
+        model_params=model_params,
+        training=dict(spec.training),
+        arguments=checkpoint_arguments(
+            checkpoint, lambda: spec.training_arguments(output_dir=str(output_dir))
+        ),
+        recorded_metrics=recorded_metrics(checkpoint),
+        metrics=_run_metric(checkpoint),
+        run_id=_latest_run_id(spec, output_dir),
+    )
+
+
+def _best_of_run(latest: Path) -> Path | None:
+    state = _trainer_state(latest)
+    best = state.get("best_model_checkpoint")
+    return Path(best) if best and Path(best).is_dir() else None
+
+
+def _run_metric(checkpoint: Path) -> list[str]:
+    arguments = checkpoint_arguments(checkpoint, dict)
+    name = arguments.get("metric_for_best_model")
+    return [name if str(name).startswith("eval_") else f"eval_{name}"] if name else ["eval_loss"]
+
+
+def _latest_run_id(spec: RunSpec, output_dir: Path) -> str | None:
+    location = store_location(spec)
+    if location is None or not (Path(location).exists() or "://" in location):
+        return None
+    try:
+        with open_store(location) as store:
+            runs = [
+                r
+                for r in store.runs(kind="run")
+                if Path(r["output_dir"] or "").resolve() == output_dir.resolve()
+            ]
+    except Exception:
+        return None
+    return runs[-1]["id"] if runs else None
+
+
+# ---- what a checkpoint says about itself ----------------------------------------------------------------------
+def checkpoint_step(checkpoint: Path) -> int | None:
+    name = Path(checkpoint).name
+    if name.startswith("checkpoint-") and name[len("checkpoint-") :].isdigit():
+        return int(name[len("checkpoint-") :])
+    return _trainer_state(checkpoint).get("global_step")
+
+
+def _trainer_state(checkpoint: Path) -> dict[str, Any]:
+    path = Path(checkpoint) / "trainer_state.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def recorded_metrics(checkpoint: Path) -> dict[str, float]:
+    """The evaluation logged at the checkpoint's step (from its trainer_state.json), e.g. {"eval_accuracy": 0.97}."""
+    state = _trainer_state(checkpoint)
+    step = checkpoint_step(checkpoint)
+    found: dict[str, float] = {}
+    for record in state.get("log_history", []):
+        if record.get("step") == step:
+            found.update(
+                {
+                    k: float(v)
+                    for k, v in record.items()
+                    if k.startswith("eval_") and isinstance(v, int | float)
+                }
+            )
+    return found
+
+
+def checkpoint_arguments(checkpoint: Path, fallback: Any) -> dict[str, Any]:
+    path = Path(checkpoint) / "training_args.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    value = fallback()
+    return value.to_dict() if hasattr(value, "to_dict") else dict(value)
+
+
+def _values_as_metrics(metrics: list[str], values: list[float] | None) -> dict[str, float]:
+    return dict(zip(metrics, values, strict=False)) if values else {}

@@ -1,0 +1,193 @@
+"""A trial's own process(es), forked from a worker that has already imported torch, so a trial starts in milliseconds
+and its memory is returned to the system when it ends.
+
+With `ranks > 1` the worker forks one process per rank with the torchrun variables set (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT); rank 0 holds the Optuna trial, the others an `optuna.trial.FixedTrial` with the parameters
+the worker sampled before forking, so every rank builds the same model. Pruning decisions are broadcast by
+`hpo.trial.pruning`; an interrupt is broadcast here, so all ranks stop, and save, at the same step.
+
+Signals: a trial process ignores SIGINT (Ctrl-C belongs to the scheduler) and treats SIGTERM, sent by its worker, as
+"save a checkpoint at the next step boundary and stop". Before training starts there is nothing to save: it just ends.
+It dies with its worker (PR_SET_PDEATHSIG), so a SIGKILLed worker leaves no orphan training on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+
+from hpo.spec import StudySpec
+from hpo.trial.callbacks import InterruptCallback, SlotStatusCallback, on_sigterm
+from hpo.trial.run import run_trial
+from trainer import TrainerCallback
+from trainer.launch import free_port
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class TrialJob:
+    spec: StudySpec
+    study: optuna.Study
+    trial: optuna.Trial
+    params: dict[str, Any]
+    resume_from: str | None
+    ranks: int
+    threads: int
+    worker_pid: int
+    status_file: Path | None = None
+    metric: str | None = None
+    status_base: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ChildResult:
+    outcome: Any | None  # hpo.trial.run.TrialOutcome from rank 0, None when rank 0 sent nothing
+    interrupted_at: int | None = (
+        None  # the step at which an interrupt stopped training (-1: before it started)
+    )
+    first_step_at: float | None = None  # unix time the first training step began (for the start-up overhead)
+    exit_codes: list[int | None] = field(default_factory=list)
+
+    @property
+    def crashed(self) -> bool:
+        return self.outcome is None and self.interrupted_at is None
+
+    def describe_crash(self) -> str:
+        parts = []
+        for rank, code in enumerate(self.exit_codes):
+            if code is None or code == 0:
+                continue
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+            parts.append(f"rank {rank} {how}" if len(self.exit_codes) > 1 else f"trial process {how}")
+        return "crashed: " + ("; ".join(parts) or "trial process ended without a result")
+
+
+# ---- in the trial process ----------------------------------------------------------------------------------------
+def die_with_parent(parent_pid: int | None) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux); exit now if that already happened."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | None) -> None:
+    """The body of one rank: run the trial and send rank 0's outcome to the worker."""
+    die_with_parent(job.worker_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    if job.ranks > 1:
+        os.environ.update(
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(job.ranks),
+            LOCAL_WORLD_SIZE=str(job.ranks),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+        )
+    torch.set_num_threads(job.threads)
+    trial = job.trial if rank == 0 else optuna.trial.FixedTrial(job.params, job.trial.number)
+    interrupt = InterruptCallback()
+    callbacks: list[TrainerCallback] = [interrupt]
+    if rank == 0 and job.status_file is not None:
+        callbacks.append(SlotStatusCallback(job.status_file, job.metric, job.status_base))
+    try:
+        outcome = run_trial(
+            job.spec, job.study, trial, resume_from=job.resume_from, extra_callbacks=callbacks
+        )
+    except KeyboardInterrupt:
+        if connection is not None:
+            connection.send(ChildResult(None, interrupted_at=-1))
+        return
+    if connection is not None:
+        connection.send(ChildResult(outcome, interrupt.stopped_at, interrupt.first_step_at))
+
+
+# ---- in the worker -------------------------------------------------------------------------------------------------
+def run_trial_processes(
+    job: TrialJob, heartbeat: Callable[[], None], stop_level: Callable[[], int], heartbeat_interval: float
+) -> ChildResult:
+    """Fork the trial's ranks, keep its heartbeat going, pass on stop requests, and collect rank 0's result.
+
+    `stop_level()`: 0 run on, 1 interrupt (checkpoint and stop), 2 kill now. When one rank dies the others are killed,
+    so no rank waits forever in a collective."""
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    port = free_port() if job.ranks > 1 else 0
+    processes = []
+    for rank in range(job.ranks):
+        process = context.Process(
+            target=trial_process,
+            args=(job, rank, port, writer if rank == 0 else None),
+            name=f"trial-rank{rank}",
+        )
+        process.start()
+        processes.append(process)
+    writer.close()
+    result = _supervise(processes, reader, heartbeat, stop_level, heartbeat_interval)
+    for process in processes:
+        process.join()
+    result.exit_codes = [process.exitcode for process in processes]
+    return result
+
+
+def _supervise(
+    processes: list[Any],
+    reader: Connection,
+    heartbeat: Callable[[], None],
+    stop_level: Callable[[], int],
+    interval: float,
+) -> ChildResult:
+    result: ChildResult | None = None
+    open_reader: Connection | None = reader
+    signalled = killed = False
+    last_beat = time.monotonic()
+    while True:
+        waitables = [p.sentinel for p in processes if p.exitcode is None] + (
+            [open_reader] if open_reader else []
+        )
+        if not waitables:
+            break
+        ready = wait(waitables, timeout=0.2)
+        if open_reader is not None and open_reader in ready:
+            try:
+                result = open_reader.recv()
+            except (EOFError, OSError):
+                pass
+            open_reader.close()
+            open_reader = None
+        if time.monotonic() - last_beat >= interval:
+            heartbeat()
+            last_beat = time.monotonic()
+        level = stop_level()
+        if level >= 1 and not signalled:
+            _signal_all(processes, signal.SIGTERM)
+            signalled = True
+        failed_rank = any(p.exitcode not in (None, 0) for p in processes)
+        if (level >= 2 or failed_rank) and not killed:
+            _signal_all(processes, signal.SIGKILL)
+            killed = True
+    return result or ChildResult(None)
+
+
+def _signal_all(processes: list[Any], signum: int) -> None:
+    for process in processes:
+        if process.exitcode is None and process.pid is not None:
+            try:
+                os.kill(process.pid, signum)
+            except ProcessLookupError:
+                pass

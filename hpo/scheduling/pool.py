@@ -1,0 +1,267 @@
+"""Run a study's trials in parallel: one worker process per slot (GPU set or CPU share), each trial in a fresh process.
+
+    slots = make_slots(...)                  # hpo.scheduling.slots: --gpus / resources.gpus_per_trial / --workers
+    for each slot: start `python -m hpo.scheduling.worker` with CUDA_VISIBLE_DEVICES / OMP_NUM_THREADS set before torch loads
+    until every worker has ended: show the live table, report finished trials, restart a worker that died
+    Ctrl-C / SIGTERM: ask each worker to stop (trials checkpoint and are queued again); again: kill them all at once
+
+Workers coordinate only through the Optuna storage (heartbeats, the claim lock of `hpo.storage.database`), so `hpo worker` on
+other machines joins the same study the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+from rich.console import Console
+from rich.live import Live
+
+from hpo.errors import HpoError, Interrupted
+from hpo.scheduling.slots import Slot, make_slots
+from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table, status_dir, study_counts
+from hpo.scheduling.worker import WorkerConfig
+from hpo.spec import StudySpec
+from hpo.storage.study_db import shared_storage_url, study_is_complete
+
+STOP_GRACE_S = 30.0  # after a first Ctrl-C, how long trials may take to reach a step boundary and save
+MAX_RESTARTS = 3  # per slot, for workers that died (SIGKILL, out of memory)
+TrialReporter = Callable[[FrozenTrial], None]
+
+
+def run_trials(
+    spec: StudySpec,
+    study: optuna.Study,
+    *,
+    n_trials: int | None,
+    timeout: float | None,
+    workers: int | None = None,
+    gpus: Sequence[int] | None = None,
+    ranks_per_trial: int | None = None,
+    report: TrialReporter | None = None,
+    console: Console | None = None,
+) -> None:
+    """Run trials until the study has `n_trials` (in total) or `timeout` seconds passed; each in a fresh process."""
+    slots = make_slots(spec.resources, gpus=gpus, workers=workers, ranks_per_trial=ranks_per_trial)
+    if study_is_complete(study, n_trials):
+        return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
+    pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout)
+    console = console or Console(stderr=True)
+    with _signals_to(pool):
+        _watch(pool, study, n_trials, report, console)
+    if pool.slots and not pool.processes:
+        raise HpoError(
+            f"every worker failed, and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}"
+        )
+    if pool.stop_level > 1:  # a second Ctrl-C killed the trials: nothing was saved or queued at the stop
+        raise Interrupted(
+            "stopped at once: running trials were killed without a new checkpoint; run the same command again: it "
+            "finds them and resumes them from their newest checkpoint"
+        )
+    if pool.stop_level:
+        raise Interrupted(
+            "interrupted: running trials saved a checkpoint and were queued again; run the same command again to "
+            "resume them"
+        )
+
+
+class WorkerPool:
+    """The worker processes of this machine, one per slot."""
+
+    def __init__(
+        self, spec: StudySpec, url: str, slots: list[Slot], n_trials: int | None, timeout: float | None
+    ) -> None:
+        self.spec, self.url, self.slots, self.n_trials = spec, url, slots, n_trials
+        self.deadline = None if timeout is None else time.time() + timeout
+        self.status_dir = status_dir(spec)
+        self.log_dir = Path(spec.output_dir) / ".hpo" / "logs"
+        self.processes: dict[int, subprocess.Popen] = {}
+        self.restarts: dict[int, int] = {}
+        self.stop_level = 0
+        self.stop_started: float | None = None
+        self.failures: list[str] = []
+
+    def start(self) -> None:
+        self.status_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for old in self.status_dir.glob("slot-*.json"):
+            old.unlink(missing_ok=True)
+        for slot in self.slots:
+            self._start(slot)
+
+    def _start(self, slot: Slot) -> None:
+        config = WorkerConfig(
+            spec=self.spec,
+            storage_url=self.url,
+            slot=slot,
+            n_trials=self.n_trials,
+            deadline=self.deadline,
+            worker_index=slot.index,
+            status_dir=self.status_dir,
+            parent_pid=os.getpid(),
+        )
+        env = {**os.environ, **slot.environment()}
+        log = open(self.log_dir / f"worker-{slot.index}.log", "ab")  # noqa: SIM115 - the child keeps it
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hpo.scheduling.worker"],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches only the scheduler, which asks workers to stop in order
+        )
+        log.close()
+        assert process.stdin is not None
+        process.stdin.write(pickle.dumps(config))
+        process.stdin.close()
+        self.processes[slot.index] = process
+
+    def poll(self) -> bool:
+        """Restart workers that died; True while any worker runs."""
+        for slot in self.slots:
+            process = self.processes.get(slot.index)
+            if process is None or process.poll() is None:
+                continue
+            if process.returncode != 0 and not self.stop_level:
+                self._died(slot, process.returncode)
+        if self.stop_started and time.monotonic() - self.stop_started > STOP_GRACE_S:
+            self.kill()
+        return any(p.poll() is None for p in self.processes.values())
+
+    def _died(self, slot: Slot, code: int) -> None:
+        self.failures.append(f"worker for {slot.label} ended with code {code}: {self.log_tail(slot)}")
+        if self.restarts.get(slot.index, 0) < MAX_RESTARTS:
+            self.restarts[slot.index] = self.restarts.get(slot.index, 0) + 1
+            self._start(slot)  # its trial, if any, is found stale by heartbeat and queued again
+        else:
+            del self.processes[slot.index]
+
+    def log_tail(self, slot: Slot, lines: int = 5) -> str:
+        path = self.log_dir / f"worker-{slot.index}.log"
+        try:
+            return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def request_stop(self) -> None:
+        self.stop_level += 1
+        if self.stop_level == 1:
+            self.stop_started = time.monotonic()
+            self._signal(signal.SIGTERM)
+        else:
+            self.kill()
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL, group=True)
+
+    def _signal(self, signum: int, group: bool = False) -> None:
+        for process in self.processes.values():
+            if process.poll() is not None:
+                continue
+            try:
+                os.killpg(process.pid, signum) if group else os.kill(process.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def wait(self) -> None:
+        for process in self.processes.values():
+            process.wait()
+
+
+class _signals_to:
+    """Route SIGINT and SIGTERM to the pool while it runs (main thread only), then restore the handlers."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _signals_to:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self.previous[signum] = signal.signal(signum, self._on_signal)
+        self.pool.start()
+        return self
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.pool.request_stop()
+        if self.pool.stop_level == 1:
+            print(
+                "\nstopping: running trials save a checkpoint and are queued again (Ctrl-C again to stop at once)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is not None and issubclass(exc[0], HpoError):
+            # The study must stop (max_failures): running trials checkpoint and are queued, as on Ctrl-C.
+            self.pool.request_stop()
+            while self.pool.poll():
+                time.sleep(0.2)
+        elif exc[0] is not None:
+            self.pool.kill()
+        self.pool.wait()
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+
+def _watch(
+    pool: WorkerPool,
+    study: optuna.Study,
+    n_trials: int | None,
+    report: TrialReporter | None,
+    console: Console,
+) -> None:
+    reporter = _FinishedTrials(study, report)
+    eta = EtaEstimator()
+    live = Live(console=console, auto_refresh=False, transient=False) if console.is_terminal else None
+    with live if live is not None else _nothing():
+        last_refresh = 0.0
+        while pool.poll():
+            time.sleep(0.2)
+            if time.monotonic() - last_refresh < 1.0:
+                continue
+            last_refresh = time.monotonic()
+            reporter.report_new(console if live is None else live.console)
+            if live is not None:
+                live.update(
+                    render_table(read_slot_status(pool.status_dir), study_counts(study), n_trials, eta)
+                )
+                live.refresh()
+        reporter.report_new(console if live is None else live.console)
+    for failure in pool.failures:
+        console.print(f"[yellow]{failure}[/]")
+
+
+class _FinishedTrials:
+    """Calls `report` once for each trial that finished since the run began."""
+
+    def __init__(self, study: optuna.Study, report: TrialReporter | None) -> None:
+        self.study, self.report = study, report
+        self.seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+
+    def report_new(self, console: Console) -> None:
+        if self.report is None:
+            return
+        finished = TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL
+        for trial in self.study.get_trials(deepcopy=False, states=finished):
+            if trial.number not in self.seen:
+                self.seen.add(trial.number)
+                self.report(trial)
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None

@@ -1,0 +1,146 @@
+"""Slots: where trials run. One slot is one worker process: a set of GPUs (CUDA_VISIBLE_DEVICES) or a share of the CPU.
+
+    --gpus 0,1,3 (or every GPU nvidia-smi lists)  x  resources.gpus_per_trial   -> one slot per group of k GPUs
+                                                  x  resources.trials_per_gpu   -> that many slots per GPU (k = 1)
+    no GPU, or --workers N                        -> N CPU slots of resources.threads_per_trial threads each
+
+GPUs are found without initialising CUDA in this process (nvidia-smi; torch only in a throwaway subprocess), because a
+process that initialised CUDA cannot fork workers that use it, and each worker must choose its devices before torch
+starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpo.errors import ConfigError
+from hpo.spec import ResourcesSpec
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    devices: tuple[int, ...]  # GPU ids; empty on CPU
+    ranks: int  # processes per trial (a distributed trial when > 1)
+    threads: int  # torch threads per rank
+
+    @property
+    def label(self) -> str:
+        return f"gpu {','.join(map(str, self.devices))}" if self.devices else f"cpu {self.index}"
+
+    def environment(self) -> dict[str, str]:
+        """Variables the worker process starts with, so that torch sees only this slot's devices and threads."""
+        env = {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+        if self.devices:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.devices))
+            # torch.cuda.is_available() in the worker would otherwise initialise the driver (cuInit), after which
+            # its forked trials could not use CUDA; the NVML check leaves the driver alone.
+            env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        return env
+
+
+def discover_gpus() -> list[int]:
+    """GPU ids this process may use: CUDA_VISIBLE_DEVICES when set, else what nvidia-smi lists."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [
+            int(part) for part in visible.split(",") if part.strip().lstrip("-").isdigit() and int(part) >= 0
+        ]
+    if shutil.which("nvidia-smi"):
+        try:
+            listing = subprocess.run(
+                ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=True,
+            ).stdout
+            return [int(line) for line in listing.split() if line.strip().isdigit()]
+        except (subprocess.SubprocessError, OSError, ValueError):
+            pass
+    if Path("/dev/nvidia0").exists():  # a driver but no nvidia-smi (some containers): ask torch, elsewhere
+        return list(range(_torch_device_count()))
+    return []
+
+
+def _torch_device_count() -> int:
+    code = "import torch; print(torch.cuda.device_count())"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+        return int(out.strip() or 0)
+    except (subprocess.SubprocessError, OSError, ValueError):
+        return 0
+
+
+def make_slots(
+    resources: ResourcesSpec,
+    *,
+    gpus: Sequence[int] | None = None,
+    workers: int | None = None,
+    ranks_per_trial: int | None = None,
+    cpu_count: int | None = None,
+    available_gpus: Sequence[int] | None = None,
+) -> list[Slot]:
+    """The slots for this machine. `gpus` (--gpus) wins, then `workers` (--workers: CPU), then the GPUs found."""
+    cpus = cpu_count or len(os.sched_getaffinity(0))
+    if gpus is not None:
+        found = list(available_gpus) if available_gpus is not None else discover_gpus()
+        return gpu_slots(resources, _checked_gpus(gpus, found), cpus)
+    if workers is None:
+        found = list(available_gpus) if available_gpus is not None else discover_gpus()
+        if found:
+            return gpu_slots(resources, found, cpus)
+    return cpu_slots(resources, workers, ranks_per_trial, cpus)
+
+
+def _checked_gpus(gpus: Sequence[int], found: Sequence[int]) -> list[int]:
+    chosen = list(dict.fromkeys(int(g) for g in gpus))
+    if not chosen:
+        raise ConfigError("--gpus: name at least one GPU, e.g. --gpus 0,1")
+    missing = [g for g in chosen if g not in found]
+    if missing:
+        have = ",".join(map(str, found)) or "none"
+        raise ConfigError(f"--gpus: GPU {','.join(map(str, missing))} not found (this machine has: {have})")
+    return chosen
+
+
+def gpu_slots(resources: ResourcesSpec, gpu_ids: Sequence[int], cpus: int) -> list[Slot]:
+    per_trial = resources.gpus_per_trial
+    per_gpu = resources.trials_per_gpu
+    if per_trial > len(gpu_ids):
+        raise ConfigError(
+            f"resources.gpus_per_trial: {per_trial} GPUs per trial, but only {len(gpu_ids)} GPU(s) to use "
+            f"({','.join(map(str, gpu_ids))}); lower it or pass more with --gpus"
+        )
+    groups = [tuple(gpu_ids[i : i + per_trial]) for i in range(0, len(gpu_ids) - per_trial + 1, per_trial)]
+    groups = [group for group in groups for _ in range(per_gpu if per_trial == 1 else 1)]
+    ranks = resources.ranks_per_trial
+    if ranks is not None and ranks != per_trial:
+        raise ConfigError(
+            f"resources.ranks_per_trial: {ranks} ranks per trial, but on GPUs each rank drives one GPU and "
+            f"gpus_per_trial is {per_trial}; set gpus_per_trial: {ranks} instead, or run the ranks on CPU with --workers N"
+        )
+    threads = resources.threads_per_trial or default_threads(cpus, len(groups), per_trial)
+    return [Slot(i, group, per_trial, int(threads)) for i, group in enumerate(groups)]
+
+
+def cpu_slots(
+    resources: ResourcesSpec, workers: int | None, ranks_per_trial: int | None, cpus: int
+) -> list[Slot]:
+    count = workers or resources.workers or 1
+    if count < 1:
+        raise ConfigError(f"--workers: must be at least 1, got {count}")
+    ranks = ranks_per_trial or resources.ranks_per_trial or 1
+    threads = resources.threads_per_trial or default_threads(cpus, int(count), int(ranks))
+    return [Slot(i, (), int(ranks), int(threads)) for i in range(int(count))]
+
+
+def default_threads(cpus: int, slots: int, ranks: int) -> int:
+    """threads_per_trial when the file gives none: the cores shared by every rank that runs at once, at least 1."""
+    return max(1, cpus // (slots * ranks))

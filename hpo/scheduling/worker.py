@@ -1,0 +1,300 @@
+"""The worker loop: one process per slot, started by `hpo.scheduling.pool` (for `hpo run` and `hpo worker`).
+
+    main():                                    python -m hpo.scheduling.worker, a pickled WorkerConfig on stdin
+        die with the pool; SIGTERM/SIGINT count up stop requests      (StopRequests: 1 = save and stop, 2 = now)
+        study = open_worker_study()            # a storage with this worker's heartbeat; sampler seeded apart
+        warm_up(); gc.freeze()                 # torch and the trial code imported once, shared by every fork
+        while no stop was asked and the deadline has not passed:
+            claim_trial():                                                          # CLAIM
+                fail_stale_trials()            # trials whose heartbeat stopped (a dead worker anywhere) -> queued
+                with claim_lock(study):        # one claimer at a time across processes and machines
+                    if n_trials is not used up: trial = study.ask()   (queued retries come first)
+                    record_heartbeat(trial)    # before anything can fail, so a crash from here on is found
+                -> a trial | WAIT (a running trial may still be queued again) | None (nothing left: leave)
+            run_one(trial):                                                         # FORK
+                sample the parameters here, so every rank and every retry sees the same ones
+                run_trial_processes(job)       # hpo.scheduling.child: fork one process per rank, then
+                    every heartbeat_interval: record_heartbeat(trial)                # HEARTBEAT
+                    a stop request: SIGTERM the ranks (checkpoint at the next step, then stop); a second: SIGKILL
+                    a rank that dies: kill the others (no rank waits forever in a collective)
+                -> ChildResult: rank 0's outcome, or the step an interrupt stopped at, or a crash
+            finish(trial, result):                                                  # TELL
+                interrupted -> FAIL + queued again to resume (does not use up max_retries)
+                crashed / exception with retry_on_exception -> FAIL + queued again from its newest checkpoint
+                else -> record_outcome: COMPLETE with its values, PRUNED, or FAIL with its error
+            after_trial()                      # bound the disk (study.keep_checkpoints)
+            write the slot's status file       # for the live table and `hpo status`
+
+Workers coordinate only through the Optuna storage (heartbeats, the claim lock of `hpo.storage.database`), so
+`hpo worker` on other machines joins the same study the same way.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import pickle
+import signal
+import socket
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import safetensors.torch  # noqa: F401 - imported once here, shared by every forked trial
+import torch
+from optuna.trial import TrialState
+
+from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, run_trial_processes
+from hpo.scheduling.slots import Slot
+from hpo.spec import StudySpec
+from hpo.storage.database import claim_lock
+from hpo.storage.retention import after_trial
+from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials
+from hpo.storage.study_db import (
+    open_worker_study,
+    record_heartbeat,
+    release_connections,
+    remaining_trials,
+    storage_of,
+    trial_id,
+)
+from hpo.tracking.events import record_event
+from hpo.trial.callbacks import write_status
+from hpo.trial.run import record_outcome
+from hpo.trial.space import sample_params
+
+logger = logging.getLogger(__name__)
+WAIT = "wait"  # nothing to claim now, but a running trial may still crash and be queued again
+POLL_S = 0.5
+
+
+@dataclass
+class WorkerConfig:
+    spec: StudySpec
+    storage_url: str
+    slot: Slot
+    n_trials: int | None
+    deadline: float | None  # unix time after which no trial starts
+    worker_index: int = 0
+    status_dir: Path | None = None
+    parent_pid: int | None = None
+
+
+class StopRequests:
+    """SIGTERM/SIGINT count up: 1 = checkpoint and stop, 2 = stop at once."""
+
+    def __init__(self) -> None:
+        self.level = 0
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.level += 1
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def retry_policy(config: WorkerConfig) -> RetryPolicy:
+    return RetryPolicy.of(config.spec)
+
+
+# ---- claiming -------------------------------------------------------------------------------------------------------
+def claim_trial(
+    study: optuna.Study, n_trials: int | None, lock_dir: Path, policy: RetryPolicy | None = None
+) -> optuna.Trial | str | None:
+    """A trial to run, WAIT, or None when the study has nothing left for this worker."""
+    if policy is not None:
+        for number in fail_stale_trials(study, policy):
+            logger.warning("trial %d: its worker stopped beating; queued again", number)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Optuna warns that heartbeats are meant for Study.optimize
+        with claim_lock(storage_of(study), study.study_name, lock_dir):
+            remaining = remaining_trials(study, n_trials)
+            if remaining is None or remaining > 0:
+                trial = study.ask()
+                record_heartbeat(study, trial)  # beat before anything can fail
+                return trial
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    return WAIT if any("worker" in t.user_attrs for t in running) else None
+
+
+# ---- running one trial ------------------------------------------------------------------------------------------
+def run_one(
+    study: optuna.Study, trial: optuna.Trial, config: WorkerConfig, stop: StopRequests, claimed_at: float
+) -> ChildResult:
+    slot = config.slot
+    for key, value in {
+        "worker": worker_identity(),
+        "slot": slot.label,
+        "devices": list(slot.devices),
+        "ranks": slot.ranks,
+    }.items():
+        trial.set_user_attr(key, value)
+    params = sample_params(trial, config.spec.search_space)
+    resume_from = _resume_from(trial)
+    job = TrialJob(
+        spec=config.spec,
+        study=study,
+        trial=trial,
+        params=dict(trial.params),
+        resume_from=resume_from,
+        ranks=slot.ranks,
+        threads=slot.threads,
+        worker_pid=os.getpid(),
+        status_file=status_file(config),
+        metric=(config.spec.study.metrics or [None])[0],
+        status_base={"slot": slot.label, "trial": trial.number, "params": params, "started": time.time()},
+    )
+    if job.status_file is not None:
+        write_status(job.status_file, {**job.status_base, "state": "starting"})
+    release_connections(study)  # no database socket may be shared with the forks
+    interval = float(config.spec.resources.heartbeat_interval)
+    result = run_trial_processes(job, lambda: record_heartbeat(study, trial), lambda: stop.level, interval)
+    if result.first_step_at is not None and result.outcome is not None:
+        # From ask to the first training step: fork, imports already warm, data, model, Trainer set-up.
+        result.outcome.user_attrs["startup_s"] = round(result.first_step_at - claimed_at, 3)
+    return result
+
+
+def _resume_from(trial: optuna.Trial) -> str | None:
+    """A queued retry resumes from the checkpoint its predecessor left; the trial records which trial it continues."""
+    path = trial.user_attrs.get("resume_from")
+    previous = trial.user_attrs.get("requeued_from_trial")
+    if not path or not Path(path).is_dir():
+        return None
+    trial.set_user_attr("resumed_from_trial", previous)
+    # The store callback records the one "resumed" event, at the first step the restored run takes.
+    return str(path)
+
+
+def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config: WorkerConfig) -> str:
+    """Record how the trial ended. Returns a word for the log: the state, or 'crashed' / 'interrupted'."""
+    policy = retry_policy(config)
+    outcome = result.outcome
+    pruned = outcome is not None and outcome.state == TrialState.PRUNED
+    if result.interrupted_at is not None and not pruned:
+        step = result.interrupted_at
+        reason = "interrupted" + (f" at step {step}" if step >= 0 else " before training started")
+        attrs = {"interrupted": True, "interrupted_step": step}
+        if outcome is not None:
+            attrs.update({k: v for k, v in outcome.user_attrs.items() if k not in ("error",)})
+        fail_running_trial(study, trial_id(trial), reason, policy, counts_as_retry=False, extra_attrs=attrs)
+        _event(config, trial.number, "interrupted", f"{reason}; queued to resume", step=step)
+        return "interrupted"
+    if outcome is not None and outcome.state == TrialState.FAIL and config.spec.resources.retry_on_exception:
+        reason = f"failed: {outcome.error}"
+        outcome.user_attrs.pop("error", None)
+        queued = fail_running_trial(
+            study, trial_id(trial), reason, policy, counts_as_retry=True, extra_attrs=outcome.user_attrs
+        )
+        if queued is not None:
+            _event(config, trial.number, "retried", f"{outcome.error}; queued again (retry_on_exception)")
+        return "failed"
+    if result.crashed or outcome is None:
+        reason = result.describe_crash()
+        retry = fail_running_trial(
+            study, trial_id(trial), reason, policy, counts_as_retry=True, extra_attrs={"crashed": True}
+        )
+        _event(config, trial.number, "failed", reason)
+        if retry is not None:
+            _event(config, trial.number, "retried", f"{reason}; queued again to resume from its checkpoint")
+        return "crashed"
+    try:
+        record_outcome(study, trial, outcome)
+    except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError) as error:
+        logger.warning("trial %d: could not record its outcome: %s", trial.number, error)
+        return "lost"
+    return outcome.state.name.lower()
+
+
+def _event(config: WorkerConfig, number: int, kind: str, message: str, **data: Any) -> None:
+    record_event(config.spec, f"{config.spec.study.name}/trial-{number}", kind, message, data)
+
+
+def status_file(config: WorkerConfig) -> Path | None:
+    if config.status_dir is None:
+        return None
+    config.status_dir.mkdir(parents=True, exist_ok=True)
+    return config.status_dir / f"slot-{config.slot.index}.json"
+
+
+# ---- the loop -----------------------------------------------------------------------------------------------------
+def run_worker(config: WorkerConfig) -> int:
+    stop = StopRequests()
+    stop.install()
+    die_with_parent(config.parent_pid)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    resources = config.spec.resources
+    study = open_worker_study(
+        config.spec,
+        config.storage_url,
+        worker_index=config.worker_index,
+        heartbeat_interval=resources.heartbeat_interval,
+        grace_period=resources.grace_period,
+    )
+    warm_up()
+    gc.freeze()  # the warm imports: forked trials neither copy them on write nor walk them in gc.collect()
+    lock_dir = Path(config.spec.output_dir)
+    status = status_file(config)
+    while stop.level == 0 and (config.deadline is None or time.time() < config.deadline):
+        claimed_at = time.time()
+        claimed = claim_trial(study, config.n_trials, lock_dir, retry_policy(config))
+        if claimed is None:
+            break
+        if claimed == WAIT:
+            _write_idle(status, config, "waiting")
+            time.sleep(POLL_S)
+            continue
+        assert isinstance(claimed, optuna.Trial)
+        try:
+            result = run_one(study, claimed, config, stop, claimed_at)
+        except Exception as error:  # noqa: BLE001 - e.g. a search space the sampler rejects: fail this trial only
+            logger.exception("trial %d could not start", claimed.number)
+            claimed.set_user_attr("error", f"{type(error).__name__}: {error}")
+            study.tell(claimed, state=TrialState.FAIL)
+            continue
+        finish(study, claimed, result, config)
+        _after_trial(config, study)
+        _write_idle(status, config, "idle")
+    _write_idle(status, config, "stopped")
+    return 0
+
+
+def warm_up() -> None:
+    """Load, once, what torch loads lazily on first use and every trial would otherwise load after its fork (building
+    an optimizer imports torch._dynamo: seconds). No tensor work is done, so no thread pool exists yet when the trials
+    are forked."""
+    torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
+
+
+def _after_trial(config: WorkerConfig, study: optuna.Study) -> None:
+    try:
+        after_trial(config.spec, study)
+    except Exception as error:  # noqa: BLE001 - housekeeping must not end the worker
+        logger.warning("after-trial housekeeping failed: %s", error)
+
+
+def _write_idle(path: Path | None, config: WorkerConfig, state: str) -> None:
+    if path is not None:
+        write_status(
+            path, {"slot": config.slot.label, "state": state, "updated": time.time(), "pid": os.getpid()}
+        )
+
+
+def main() -> int:
+    config: WorkerConfig = pickle.load(sys.stdin.buffer)  # from our own scheduler process, never from a user
+    logging.basicConfig(level=logging.WARNING, format="worker %(process)d: %(message)s")
+    return run_worker(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,11 @@
+"""The Optuna database of a study (SQLite by default, PostgreSQL to share it between machines).
+
+    urls.py       the shapes of database URLs: SQLite file, PostgreSQL driver, redaction for messages
+    database.py   `create_storage` (SQLite in WAL mode with BEGIN IMMEDIATE; PostgreSQL), `claim_lock`
+    study_db.py   open or load a study with its sampler and pruner, count its trials; the only module that touches
+                  Optuna's private attributes
+    retry.py      fail a crashed, interrupted or stale trial and queue it again, resuming from its checkpoint
+    retention.py  bound the disk after each trial (`study.keep_checkpoints`)
+
+Submodules are imported by name; this package imports nothing, so `hpo.storage.urls` stays cheap for the dashboards.
+"""

@@ -1,0 +1,217 @@
+"""Optuna storages that hold up under parallel workers.
+
+SQLite (the embedded default): Optuna's RDBStorage on a database in WAL mode, where every transaction starts with
+`BEGIN IMMEDIATE` and waits on a busy timeout. Why: with SQLite's default *deferred* transactions, a reader that later
+wants to write fails at once with "database is locked" when another process wrote in between (the busy handler is not
+even called), which is exactly what parallel Optuna workers do. Taking the write lock up front turns those failures into
+short waits; a BEGIN that still times out is retried with back-off. Measured in `tests/hpo/test_storage_load.py` and
+`bench/scheduling.py`; JournalStorage was the alternative, but it has no heartbeats, which crash recovery needs.
+
+PostgreSQL (many machines): plain RDBStorage with pre-ping, so connections dropped by the server are replaced.
+
+`claim_lock(storage)` serialises "count the trials, then ask" across processes and machines, so n_trials is never
+exceeded: an advisory lock on PostgreSQL, an fcntl lock beside the SQLite file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import random
+import sqlite3
+import time
+import warnings
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages import BaseStorage, RDBStorage
+from optuna.trial import FrozenTrial
+from sqlalchemy import event, text
+from sqlalchemy.dialects import plugins as sqlalchemy_plugins
+from sqlalchemy.engine import CreateEnginePlugin, Engine
+
+from hpo.errors import ConfigError, HpoError
+from hpo.storage.urls import is_postgres_url, is_sqlite_url, redact, sqlite_path, with_postgres_driver
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+SQLITE_BEGIN_RETRIES = 8
+_PLUGIN_NAME = "hpo_sqlite_immediate"
+
+StaleTrialCallback = Callable[[optuna.Study, FrozenTrial], None]
+
+
+def create_storage(
+    url: str,
+    *,
+    heartbeat_interval: int | None = None,
+    grace_period: int | None = None,
+    stale_trial_callback: StaleTrialCallback | None = None,
+) -> BaseStorage:
+    """An Optuna storage for `url` (sqlite:///path, postgresql://...), with heartbeats when an interval is given."""
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(
+            f"study.storage: {url!r} is not a storage URL; use sqlite:///path/study.db or postgresql://user@host/db"
+        )
+    heartbeat = _heartbeat_kwargs(heartbeat_interval, grace_period, stale_trial_callback)
+    if is_sqlite_url(url):
+        return _sqlite_storage(url, heartbeat)
+    if is_postgres_url(url):
+        return _open_rdb(with_postgres_driver(url), {"pool_pre_ping": True}, heartbeat)
+    if url.startswith(("mysql:", "mysql+")):
+        return _open_rdb(url, {"pool_pre_ping": True}, heartbeat)
+    raise ConfigError(
+        f"study.storage: unsupported storage URL {url!r}; use sqlite:///... or postgresql://..."
+    )
+
+
+def _heartbeat_kwargs(
+    interval: int | None, grace: int | None, callback: StaleTrialCallback | None
+) -> dict[str, Any]:
+    if interval is None:
+        return {}
+    interval = max(1, int(round(interval)))
+    grace = max(interval + 1, int(round(grace if grace is not None else 3 * interval)))
+    return {"heartbeat_interval": interval, "grace_period": grace, "heartbeat_stale_trial_callback": callback}
+
+
+def _sqlite_storage(url: str, heartbeat: dict[str, Any]) -> RDBStorage:
+    path = sqlite_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    _register_sqlite_plugin()
+    engine_kwargs = {"plugins": [_PLUGIN_NAME], "connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+    return _make_immediate(_open_rdb(url, engine_kwargs, heartbeat))
+
+
+def _open_rdb(url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any]) -> RDBStorage:
+    last_error: Exception | None = None
+    for attempt in range(5):  # several processes may create the tables at the same moment
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return RDBStorage(url, engine_kwargs=dict(engine_kwargs), **heartbeat)
+        except ImportError as error:
+            raise HpoError(
+                f"cannot open storage {redact(url)}: {error}; pip install psycopg2-binary"
+            ) from error
+        except Exception as error:  # sqlalchemy OperationalError, IntegrityError on a table-creation race
+            last_error = error
+            time.sleep(0.2 * (attempt + 1))
+    raise HpoError(f"cannot open storage {redact(url)}: {last_error}")
+
+
+# ---- SQLite: BEGIN IMMEDIATE on every transaction ------------------------------------------------------------
+class SqliteImmediatePlugin(CreateEnginePlugin):
+    """A SQLAlchemy engine plugin: WAL mode, and a write lock taken when each transaction begins (with retries)."""
+
+    def update_url(self, url: Any) -> Any:
+        return url
+
+    def engine_created(self, engine: Engine) -> None:
+        event.listen(engine, "connect", _on_sqlite_connect)
+        event.listen(engine, "begin", _on_sqlite_begin)
+
+
+def _register_sqlite_plugin() -> None:
+    sqlalchemy_plugins.register(_PLUGIN_NAME, __name__, "SqliteImmediatePlugin")
+
+
+def _on_sqlite_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite would otherwise begin lazily, deferred).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        _with_lock_retries(lambda: cursor.execute("PRAGMA journal_mode = WAL"))
+        cursor.execute(
+            "PRAGMA synchronous = NORMAL"
+        )  # safe in WAL mode: a crash loses no committed transaction
+    finally:
+        cursor.close()
+
+
+def _on_sqlite_begin(connection: Any) -> None:
+    # While RDBStorage creates its tables it nests two connections in one thread; an IMMEDIATE begin there would wait
+    # on itself. So deferred until `_make_immediate` marks the engine, after the storage is open.
+    immediate = getattr(connection.engine, "_hpo_begin_immediate", False)
+    statement = "BEGIN IMMEDIATE" if immediate else "BEGIN"
+    _with_lock_retries(lambda: connection.exec_driver_sql(statement))
+
+
+def _make_immediate(storage: RDBStorage) -> RDBStorage:
+    storage.engine._hpo_begin_immediate = True  # type: ignore[attr-defined]
+    return storage
+
+
+def _with_lock_retries(statement: Callable[[], Any]) -> Any:
+    for attempt in range(SQLITE_BEGIN_RETRIES):
+        try:
+            return statement()
+        except Exception as error:  # sqlite3.OperationalError, or SQLAlchemy's wrapper of it
+            if "locked" not in str(error) and "busy" not in str(error) or attempt == SQLITE_BEGIN_RETRIES - 1:
+                raise
+            time.sleep(random.uniform(0.05, 0.3) * (attempt + 1))
+    return None
+
+
+# ---- claiming a trial under a lock shared by every worker of the study -----------------------------------------
+@contextlib.contextmanager
+def claim_lock(storage: BaseStorage, study_name: str, fallback_dir: Path | None = None) -> Iterator[None]:
+    """Hold a lock shared by all processes (and machines, on PostgreSQL) working on `study_name`."""
+    rdb = unwrap_rdb(storage)
+    url = rdb.url if rdb is not None else ""
+    if is_postgres_url(url):
+        with _postgres_advisory_lock(rdb, study_name):
+            yield
+        return
+    path = sqlite_path(url)
+    lock_file = (
+        path.with_name(path.name + ".claim.lock") if path else (fallback_dir or Path(".")) / ".claim.lock"
+    )
+    with _file_lock(lock_file):
+        yield
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _postgres_advisory_lock(rdb: RDBStorage, study_name: str) -> Iterator[None]:
+    key = _advisory_key(study_name)
+    with rdb.engine.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+        try:
+            yield
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+            connection.commit()
+
+
+def _advisory_key(study_name: str) -> int:
+    digest = hashlib.sha256(f"hpo-claim:{study_name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True) ^ zlib.crc32(b"hpo")
+
+
+def unwrap_rdb(storage: BaseStorage) -> RDBStorage | None:
+    """The RDBStorage under Optuna's cache wrapper, or None for other storages."""
+    inner = getattr(storage, "_backend", storage)
+    return inner if isinstance(inner, RDBStorage) else None
+
+
+def dispose_connections(storage: BaseStorage) -> None:
+    """Drop pooled connections, e.g. before fork, so that no child shares a database socket with its parent."""
+    rdb = unwrap_rdb(storage)
+    if rdb is not None:
+        rdb.engine.dispose()

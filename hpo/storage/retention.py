@@ -1,0 +1,102 @@
+"""Bounded disk: keep only the best checkpoint of the top-k finished trials, and everything of running trials.
+
+Every trial writes checkpoints into `trial-<number>/checkpoint-<step>/`. Left alone, a 200-trial study keeps 200 trials'
+worth of them. After each trial ends, `enforce_keep_checkpoints` deletes:
+- every checkpoint of PRUNED and FAILED trials (except a crashed trial's whose retry will resume from it, and any
+  checkpoint a WAITING or RUNNING trial names as `resume_from`, however many retries back it was written),
+- every checkpoint of COMPLETE trials outside the top k,
+- every checkpoint but the best one of COMPLETE trials in the top k.
+RUNNING and WAITING trials are never touched. So the checkpoints on disk are at most k plus those of the running trials,
+whatever n_trials is. The trial folders themselves (logs, metrics) stay.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.spec import StudySpec
+from trainer.checkpoint import latest_checkpoint
+
+CHECKPOINT_PREFIX = "checkpoint-"
+
+
+def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
+    """The k best COMPLETE trials: by value with one objective; the Pareto front (first objective's order) with several."""
+    if k <= 0:
+        return []
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if len(study.directions) > 1:
+        front = study.best_trials
+        first_max = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+        return sorted(front, key=lambda t: t.values[0], reverse=first_max)[:k]
+    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    return sorted(complete, key=lambda t: (-t.value if maximize else t.value, t.number))[:k]
+
+
+def checkpoints_in(run_dir: Path) -> list[Path]:
+    """Checkpoint folders, including the temporary `.checkpoint-<step>.tmp` a killed save leaves behind."""
+    if not run_dir.is_dir():
+        return []
+    return sorted(
+        p for p in run_dir.iterdir() if p.is_dir() and p.name.lstrip(".").startswith(CHECKPOINT_PREFIX)
+    )
+
+
+def kept_checkpoint(trial: FrozenTrial, run_dir: Path) -> Path | None:
+    """The one checkpoint a top trial keeps: its best one, or its newest when no best was recorded."""
+    best = trial.user_attrs.get("best_checkpoint")
+    if best and Path(best).is_dir():
+        return Path(best)
+    return latest_checkpoint(run_dir)
+
+
+def pending_resume_points(pending: list[FrozenTrial]) -> set[Path]:
+    """The checkpoints WAITING and RUNNING trials resume from. After chained retries (a retry that crashed before its
+    first save is queued to resume from the checkpoint it was given) that can be a trial several retries back."""
+    return {Path(t.user_attrs["resume_from"]).resolve() for t in pending if t.user_attrs.get("resume_from")}
+
+
+def awaiting_requeue(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """Trials just failed with `requeued: true` whose retry another process has not enqueued yet (hpo.storage.retry fails a
+    trial, then enqueues it): their checkpoints and resume point are about to be needed."""
+    retried = {t.user_attrs.get("requeued_from_trial") for t in trials}
+    return [
+        t
+        for t in trials
+        if t.state == TrialState.FAIL and t.user_attrs.get("requeued") and t.number not in retried
+    ]
+
+
+def after_trial(spec: StudySpec, study: optuna.Study) -> list[Path]:
+    """Housekeeping after any trial ends, wherever it ran: bound the disk by `study.keep_checkpoints`."""
+    return enforce_keep_checkpoints(study, spec, spec.study.keep_checkpoints.top_k)
+
+
+def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | None) -> list[Path]:
+    """Delete the checkpoints the policy does not keep; returns what was deleted. `top_k=None` keeps everything."""
+    if top_k is None:
+        return []
+    top = {t.number for t in top_trials(study, top_k)}
+    trials = study.get_trials(deepcopy=False)
+    pending = [t for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)]
+    pending += awaiting_requeue(trials)
+    pending_retries = {t.user_attrs.get("requeued_from_trial") for t in pending}
+    pending_retries |= {t.number for t in pending if t.state == TrialState.FAIL}
+    resume_points = pending_resume_points(pending)
+    deleted: list[Path] = []
+    for trial in trials:
+        if trial.state in (TrialState.RUNNING, TrialState.WAITING) or trial.number in pending_retries:
+            continue
+        run_dir = Path(trial.user_attrs.get("run_dir") or spec.trial_dir(trial.number))
+        keep = kept_checkpoint(trial, run_dir) if trial.number in top else None
+        for checkpoint in checkpoints_in(run_dir):
+            if checkpoint.resolve() in resume_points:
+                continue  # a queued or running retry resumes from it
+            if keep is None or checkpoint.resolve() != keep.resolve():
+                shutil.rmtree(checkpoint, ignore_errors=True)
+                deleted.append(checkpoint)
+    return deleted

@@ -1,0 +1,199 @@
+"""Trials that did not end by themselves (crashed, interrupted, stale): fail them and queue their parameters again.
+
+The retry is an Optuna WAITING trial with the same parameters and these user attributes (names the retention rules and
+the tracking read too): `requeued_from_trial` (the trial it continues), `retry_count`, `resume_from` (the newest complete
+checkpoint of that trial, or the one it had itself resumed from). The failed trial gets `requeued: true`, so it does not
+count toward n_trials twice, and `error`. Interrupts do not use up `resources.max_retries`; crashes do.
+
+Only the process that moves the trial from RUNNING to FAIL queues the retry, so two processes noticing the same crash
+(a worker and a stale-heartbeat check) never queue it twice.
+
+Stale trials are found two ways. Heartbeats (`fail_stale_trials`) find a dead worker on any machine, after its grace
+period. When `hpo run` starts it can tell at once for its own host (`requeue_stale_trials`): each trial records the
+host, pid and pid start time of the process that runs it (`process_identity`), and a scheduler's worker records itself
+as `worker: host:pid`; a RUNNING trial whose owner is gone (or whose pid now belongs to another process, or is a zombie)
+is failed and queued again, so the retry resumes from its newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.spec import StudySpec
+from hpo.storage import study_db
+from hpo.storage.study_db import stale_trial_ids, storage_of
+from trainer.checkpoint import latest_checkpoint
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RetryPolicy:
+    max_retries: int | None
+    output_dir: str
+
+    @classmethod
+    def of(cls, spec: StudySpec) -> RetryPolicy:
+        return cls(spec.resources.max_retries, str(spec.output_dir))
+
+    def allows(self, trial: FrozenTrial, counts_as_retry: bool) -> bool:
+        if not counts_as_retry:
+            return True
+        return self.max_retries is None or int(trial.user_attrs.get("retry_count", 0)) < self.max_retries
+
+
+# ---- who runs a trial -------------------------------------------------------------------------------------------
+def process_identity() -> dict[str, Any]:
+    """Who runs a trial: enough to tell later whether that process still exists (pid plus its start time)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": process_start_time(os.getpid())}
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of a process (clock ticks since boot), so a reused pid is not mistaken for ours."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_alive(pid: int, started: int | None = None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return True  # no /proc: trust kill(0)
+    if stat[0] in ("Z", "X"):
+        return False
+    return started is None or process_start_time(pid) == started
+
+
+def owner_gone(trial: FrozenTrial, host: str | None = None) -> bool:
+    """Whether the process that owns this RUNNING trial on this host has ended. The worker, when there is one, owns
+    it (its trial process may have just exited while the worker records the outcome); else the trial's own process."""
+    host = host or socket.gethostname()
+    attrs = trial.user_attrs
+    worker = str(attrs.get("worker") or "")
+    if worker:
+        worker_host, _, worker_pid = worker.rpartition(":")
+        return worker_host == host and worker_pid.isdigit() and not process_alive(int(worker_pid))
+    if attrs.get("host") != host or attrs.get("pid") is None:
+        return False
+    return not process_alive(int(attrs["pid"]), attrs.get("pid_started"))
+
+
+# ---- failing and queueing again -----------------------------------------------------------------------------------
+def resume_point(trial: FrozenTrial, output_dir: str) -> str | None:
+    """The newest complete checkpoint of the trial, else the checkpoint it had itself resumed from."""
+    run_dir = Path(trial.user_attrs.get("run_dir") or Path(output_dir) / f"trial-{trial.number}")
+    found = latest_checkpoint(run_dir) if run_dir.is_dir() else None
+    if found is not None:
+        return str(found)
+    previous = trial.user_attrs.get("resume_from")
+    return str(previous) if previous and Path(previous).is_dir() else None
+
+
+def fail_running_trial(
+    study: optuna.Study,
+    trial_id: int,
+    reason: str,
+    policy: RetryPolicy,
+    *,
+    counts_as_retry: bool,
+    extra_attrs: dict[str, Any] | None = None,
+) -> int | None:
+    """Mark a RUNNING trial FAIL with `reason` and queue a retry. Returns the failed trial's number when a retry was
+    queued, else None (retries used up, or another process ended the trial first).
+
+    Optuna freezes a finished trial's attributes, so they are written first, then the state changes; only the process
+    whose state change succeeds queues the retry."""
+    storage = storage_of(study)  # the trial object may live in another process: go by id
+    trial = storage.get_trial(trial_id)
+    allowed = policy.allows(trial, counts_as_retry)
+    error = reason if allowed else f"{reason}; not retried: resources.max_retries = {policy.max_retries} used"
+    try:
+        for key, value in {**(extra_attrs or {}), "error": error, "requeued": allowed}.items():
+            storage.set_trial_user_attr(trial_id, key, value)
+        if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+            return None
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return None  # someone else ended it first, and queued its retry
+    return requeue(study, storage.get_trial(trial_id), reason, policy, counts_as_retry=counts_as_retry)
+
+
+def requeue(
+    study: optuna.Study, trial: FrozenTrial, reason: str, policy: RetryPolicy, *, counts_as_retry: bool
+) -> int | None:
+    """Queue again the parameters of a trial this process has just failed (its `requeued` attribute says whether
+    it may be). Returns its number, or None when the retry budget is spent."""
+    if not trial.user_attrs.get("requeued"):
+        return None
+    retries = int(trial.user_attrs.get("retry_count", 0)) + (1 if counts_as_retry else 0)
+    attrs: dict[str, Any] = {
+        "requeued_from_trial": trial.number,
+        "retry_count": retries,
+        "retry_reason": reason,
+    }
+    checkpoint = resume_point(trial, policy.output_dir)
+    if checkpoint:
+        attrs["resume_from"] = checkpoint
+    params = dict(trial.params) or dict(trial.system_attrs.get("fixed_params", {}))
+    study.enqueue_trial(params, user_attrs=attrs)
+    logger.info(
+        "trial %d: %s; queued again (resume from %s)", trial.number, reason, checkpoint or "the start"
+    )
+    return trial.number
+
+
+def fail_stale_trials(study: optuna.Study, policy: RetryPolicy) -> list[int]:
+    """Fail the trials whose heartbeat stopped for longer than the grace period (their worker died, on any machine)
+    and queue them again. Returns the numbers of the trials queued again.
+
+    Optuna's own `fail_stale_trials` fails them before its callback runs, when their attributes can no longer be
+    written; this does the same steps in the order `fail_running_trial` needs."""
+    requeued = []
+    for stale_id in stale_trial_ids(study):
+        worker = storage_of(study).get_trial(stale_id).user_attrs.get("worker", "?")
+        reason = f"crashed: no heartbeat from worker {worker} within the grace period"
+        number = fail_running_trial(
+            study, stale_id, reason, policy, counts_as_retry=True, extra_attrs={"crashed": True}
+        )
+        if number is not None:
+            requeued.append(number)
+    return requeued
+
+
+def requeue_stale_trials(study: optuna.Study, spec: StudySpec) -> list[int]:
+    """Fail the RUNNING trials of this host whose process ended, and queue them again. Returns their numbers."""
+    policy = RetryPolicy.of(spec)
+    failed: list[int] = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if owner_gone(trial):
+            owner = (
+                trial.user_attrs.get("worker")
+                or f"{trial.user_attrs.get('host')}:{trial.user_attrs.get('pid')}"
+            )
+            reason = f"crashed: its process {owner} ended while the trial was running"
+            fail_running_trial(
+                study,
+                study_db.trial_id(trial),
+                reason,
+                policy,
+                counts_as_retry=True,
+                extra_attrs={"crashed": True},
+            )
+            failed.append(trial.number)
+    return failed

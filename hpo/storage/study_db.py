@@ -1,0 +1,219 @@
+"""A study in its database: open or load it with the file's sampler, pruner and directions, count its trials, and reach
+the storage under a study and the id under a trial.
+
+This is the one module that touches Optuna's private attributes (`Study._storage`, `Trial._trial_id`, the RDB
+storage's stale-trial query): workers need them to beat, tell and requeue trials that live in other processes, and
+keeping them here means an Optuna upgrade that moves them breaks one file.
+"""
+
+from __future__ import annotations
+
+import optuna
+from optuna.storages import BaseStorage
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.errors import ConfigError, HpoError
+from hpo.spec import FieldProblem, StudySpec, metric_key
+from hpo.storage.database import create_storage, dispose_connections, unwrap_rdb
+from hpo.storage.urls import redact, sqlite_path
+
+# Shifts each worker's sampler seed apart from the others' (a prime, so offsets of workers and runs do not collide).
+WORKER_SEED_STRIDE = 100_003
+
+
+# ---- the study's storage URL, sampler and pruner -------------------------------------------------------------------
+def storage_url(spec: StudySpec, storage: str | None = None) -> str:
+    """`--storage` wins, then the file's `study.storage`, then a SQLite file in the study's output folder."""
+    return str(storage or spec.storage)
+
+
+def build_sampler(spec: StudySpec, seed_offset: int = 0) -> optuna.samplers.BaseSampler:
+    """The file's sampler. `seed_offset` shifts its seed (per worker, and per resumed run), so that processes sharing
+    a study do not draw the same points; a fresh study in one process uses the file's seed exactly."""
+    section = spec.study.sampler
+    if seed_offset and section.seed is not None:
+        section = section.model_copy(update={"seed": section.seed + seed_offset})
+    grid = (
+        {name: p.grid_values() for name, p in spec.sampled_params().items()}
+        if section.type == "grid"
+        else None
+    )
+    try:
+        return section.build(grid)
+    except FieldProblem as problem:
+        raise ConfigError(f"study.sampler.{problem.field}: {problem.message}") from problem
+
+
+def build_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
+    try:
+        return spec.study.pruner.build() if spec.study.pruner is not None else optuna.pruners.NopPruner()
+    except FieldProblem as problem:
+        raise ConfigError(f"study.pruner.{problem.field}: {problem.message}") from problem
+
+
+def seed_offset(worker_index: int, existing_trials: int) -> int:
+    return worker_index * WORKER_SEED_STRIDE + existing_trials
+
+
+# ---- opening and loading ---------------------------------------------------------------------------------------------
+def open_study(spec: StudySpec, *, storage: str | None = None, worker_index: int = 0) -> optuna.Study:
+    """Create the study, or load it when it exists, with the file's sampler, pruner and directions; enqueue its
+    `enqueue:` trials once (a re-run does not enqueue them again)."""
+    url = storage_url(spec, storage)
+    backend = create_storage(
+        url
+    )  # SQLite in WAL mode with busy timeouts, or PostgreSQL (hpo.storage.database)
+    directions = list(spec.study.directions or [])
+    existing = existing_trial_count(backend, spec.study.name)
+    study = optuna.create_study(
+        storage=backend,
+        study_name=spec.study.name,
+        sampler=build_sampler(spec, seed_offset=seed_offset(worker_index, existing)),
+        pruner=build_pruner(spec),
+        directions=directions,
+        load_if_exists=True,
+    )
+    stored = [d.name.lower() for d in study.directions]
+    if stored != directions:
+        raise ConfigError(
+            f"study.direction: the stored study '{spec.study.name}' in {redact(url)} optimises {stored}, the file says "
+            f"{directions}; use another study.name or --storage"
+        )
+    for params in spec.study.enqueue:
+        study.enqueue_trial(dict(params), skip_if_exists=True)
+    return study
+
+
+def open_worker_study(
+    spec: StudySpec, url: str, *, worker_index: int, heartbeat_interval: float, grace_period: float
+) -> optuna.Study:
+    """The study on a storage with this worker's heartbeat; the sampler seeded apart from other workers'."""
+    storage = create_storage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
+    existing = existing_trial_count(storage, spec.study.name)
+    return optuna.load_study(
+        study_name=spec.study.name,
+        storage=storage,
+        sampler=build_sampler(spec, seed_offset=seed_offset(worker_index, existing)),
+        pruner=build_pruner(spec),
+    )
+
+
+def load_existing_study(spec: StudySpec, storage: str | None = None) -> optuna.Study:
+    """The study for reading (status, best, export): an error, not an empty new study, when it does not exist."""
+    url = storage_url(spec, storage)
+    database = sqlite_path(url)
+    if database is not None and not database.exists():
+        raise HpoError(f"no study database at {database}; run `hpo run` on the study file first")
+    try:
+        return optuna.load_study(study_name=spec.study.name, storage=create_storage(url))
+    except KeyError as error:
+        raise HpoError(f"no study named '{spec.study.name}' in {redact(url)}; run `hpo run` first") from error
+
+
+def existing_trial_count(backend: BaseStorage, name: str) -> int:
+    try:
+        return len(backend.get_all_trials(backend.get_study_id_from_name(name), deepcopy=False))
+    except KeyError:
+        return 0
+
+
+def shared_storage_url(spec: StudySpec, study: optuna.Study) -> str:
+    """The URL worker processes open the study with: it must be a database other processes can reach."""
+    rdb = unwrap_rdb(storage_of(study))
+    url = rdb.url if rdb is not None else str(spec.storage or "")
+    if not url or ":memory:" in url or url.rstrip("/") in ("sqlite:", "sqlite://"):
+        raise ConfigError(
+            "study.storage: workers in other processes need a database; use sqlite:///path/study.db or postgresql://"
+        )
+    return url
+
+
+def pick_trial(
+    study: optuna.Study, spec: StudySpec, number: int | None = None, metric: str | None = None
+) -> FrozenTrial:
+    """The trial to export or retrain: trial `number` when given, else the best one; with several objectives, the
+    Pareto-front trial best at `metric` (`--metric`, else the file's `export.metric`)."""
+    metrics, directions = list(spec.study.metrics or []), list(spec.study.directions or [])
+    if number is not None:
+        found = [t for t in study.get_trials(deepcopy=False) if t.number == number]
+        if not found:
+            raise ConfigError(f"--trial {number}: study '{study.study_name}' has no such trial")
+        return found[0]
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        raise HpoError(f"study '{study.study_name}' has no completed trial to export; run `hpo run` first")
+    if len(metrics) == 1:
+        return study.best_trial
+    metric = metric or spec.export.metric
+    if metric is None:
+        raise ConfigError(
+            f"--metric: the study has several objectives ({', '.join(metrics)}); choose which one picks the trial "
+            "from the Pareto front, e.g. --metric " + metrics[0]
+        )
+    key = metric_key(metric)
+    if key not in metrics:
+        raise ConfigError(
+            f"--metric {metric}: not an objective of the study; choose one of {', '.join(metrics)}"
+        )
+    index = metrics.index(key)
+    maximize = directions[index] == "maximize"
+    return (max if maximize else min)(study.best_trials, key=lambda t: t.values[index])
+
+
+# ---- counting --------------------------------------------------------------------------------------------------------
+def counted_trials(study: optuna.Study) -> int:
+    """Trials that count toward n_trials: finished ones and running ones (a stale trial that was queued again counts
+    once, as its retry)."""
+    count = 0
+    for trial in study.get_trials(deepcopy=False):
+        if trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING):
+            count += 1
+        elif trial.state == TrialState.FAIL and not trial.user_attrs.get("requeued"):
+            count += 1
+    return count
+
+
+def remaining_trials(study: optuna.Study, n_trials: int | None) -> int | None:
+    return None if n_trials is None else max(0, n_trials - counted_trials(study))
+
+
+def study_is_complete(study: optuna.Study, n_trials: int | None) -> bool:
+    """n_trials reached, and no trial running or queued (a running one may still crash and be queued again)."""
+    if n_trials is None or remaining_trials(study, n_trials) != 0:
+        return False
+    busy = (TrialState.RUNNING, TrialState.WAITING)
+    return not any(trial.state in busy for trial in study.get_trials(deepcopy=False))
+
+
+# ---- the private parts, in one place -----------------------------------------------------------------------------
+def storage_of(study: optuna.Study) -> BaseStorage:
+    return study._storage  # noqa: SLF001
+
+
+def study_id(study: optuna.Study) -> int:
+    return study._study_id  # noqa: SLF001
+
+
+def trial_id(trial: optuna.Trial) -> int:
+    return trial._trial_id  # noqa: SLF001
+
+
+def frozen(study: optuna.Study, trial: optuna.Trial) -> FrozenTrial:
+    """The stored state of a trial this process holds (its attributes and state as other processes see them)."""
+    return storage_of(study).get_trial(trial_id(trial))
+
+
+def record_heartbeat(study: optuna.Study, trial: optuna.Trial) -> None:
+    storage_of(study).record_heartbeat(trial_id(trial))
+
+
+def release_connections(study: optuna.Study) -> None:
+    """Drop the study's pooled database connections, so that no forked child shares a socket with its parent."""
+    dispose_connections(storage_of(study))
+
+
+def stale_trial_ids(study: optuna.Study) -> list[int]:
+    """Ids of RUNNING trials whose heartbeat stopped for longer than the grace period (empty without heartbeats)."""
+    backend = getattr(storage_of(study), "_backend", storage_of(study))  # under Optuna's cache wrapper
+    if not hasattr(backend, "_get_stale_trial_ids") or backend.get_heartbeat_interval() is None:
+        return []
+    return list(backend._get_stale_trial_ids(study_id(study)))  # noqa: SLF001

@@ -1,0 +1,84 @@
+"""`hpo run --in-process`: every trial in this process, one after another.
+
+For debugging a task with breakpoints, and for quick studies where a process start costs more than a trial. Each trial
+still gets fresh arguments, callbacks and tracker runs (`hpo.trial.run`); only the process is shared.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+from optuna.trial import FrozenTrial
+
+from hpo.errors import ConfigError
+from hpo.spec import StudySpec
+from hpo.storage.retention import after_trial
+from hpo.storage.retry import process_identity
+from hpo.storage.study_db import frozen, remaining_trials
+from hpo.trial.run import record_outcome, run_trial
+
+TrialReporter = Callable[[FrozenTrial], None]
+
+
+def check_in_process(spec: StudySpec) -> None:
+    ranks = spec.resources.ranks
+    if ranks > 1:
+        raise ConfigError(
+            f"resources.ranks_per_trial: {ranks} ranks per trial need a process each; run without --in-process"
+        )
+
+
+def run_trials_in_process(
+    spec: StudySpec,
+    study: optuna.Study,
+    *,
+    n_trials: int | None,
+    timeout: float | None,
+    report: TrialReporter | None = None,
+) -> None:
+    """Run trials one after another in this process until `n_trials` (a total for the study) or `timeout` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while n_trials is None or (remaining_trials(study, n_trials) or 0) > 0:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        trial = study.ask()
+        for key, value in process_identity().items():
+            trial.set_user_attr(
+                key, value
+            )  # at once: from here on a kill leaves a trial resume can tell is stale
+        resume_from = _resume_checkpoint(trial)
+        if resume_from:
+            trial.set_user_attr("resumed_from_trial", trial.user_attrs.get("requeued_from_trial"))
+        with TrialThreads(spec.resources.threads_per_trial):
+            outcome = run_trial(spec, study, trial, resume_from=resume_from)
+        record_outcome(study, trial, outcome)
+        after_trial(spec, study)
+        if report is not None:
+            report(frozen(study, trial))
+
+
+class TrialThreads:
+    """`resources.threads_per_trial` for trials run in this process (when given; else torch's own setting)."""
+
+    def __init__(self, threads: int | None) -> None:
+        self.threads = threads
+        self.previous: int | None = None
+
+    def __enter__(self) -> None:
+        if self.threads:
+            self.previous = torch.get_num_threads()
+            torch.set_num_threads(int(self.threads))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            torch.set_num_threads(self.previous)
+
+
+def _resume_checkpoint(trial: optuna.Trial) -> str | None:
+    path = trial.user_attrs.get("resume_from")
+    return path if path and Path(path).is_dir() else None

@@ -1,0 +1,178 @@
+"""The study manager: open (or continue) the Optuna study a study file describes, and run its trials.
+
+    spec = load_study_spec("studies/digits_mlp.yaml")
+    dry_run(spec)                         # refuse a metric evaluation does not produce (hpo.trial.dry_run)
+    study = open_study(spec)              # sampler, pruner, directions, storage; enqueued trials (hpo.storage.study_db)
+    requeue_stale_trials(study, spec)     # trials whose process died are failed and queued again (hpo.storage.retry)
+    execute(spec, study, ...)             # trials until n_trials (a total over every run of the study) or the timeout
+    summary = summarize(spec, study)
+
+`run_study(path, **overrides)` does all of it. Running it again on the same study continues it: finished trials stay,
+n_trials counts them, and trials whose process died are failed and queued again. `join_study` is the same for
+`hpo worker`, which adds this machine's slots to a study other machines run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.errors import ConfigError, HpoError
+from hpo.scheduling.pool import run_trials
+from hpo.spec import StudySpec, load_study_spec
+from hpo.storage.retention import after_trial
+from hpo.storage.retry import requeue_stale_trials
+from hpo.storage.study_db import open_study
+from hpo.study.in_process import check_in_process, run_trials_in_process
+from hpo.study.summary import StudySummary, summarize
+from hpo.trial.dry_run import dry_run as check_metrics
+
+TrialReporter = Callable[[FrozenTrial], None]
+
+
+class FailureLimit:
+    """`study.max_failures`: wraps the per-trial report and stops the study (HpoError) after that many trials of this
+    run failed by themselves (a crashed trial queued again is not counted: its retry is)."""
+
+    def __init__(self, limit: int | None, report: TrialReporter | None) -> None:
+        self.limit, self.report, self.failures = limit, report, 0
+
+    def __call__(self, trial: FrozenTrial) -> None:
+        if self.report is not None:
+            self.report(trial)
+        if trial.state != TrialState.FAIL or trial.user_attrs.get("requeued"):
+            return
+        self.failures += 1
+        if self.limit is not None and self.failures >= self.limit:
+            raise HpoError(
+                f"study stopped: {self.failures} trials failed in this run (study.max_failures = {self.limit}); "
+                f"last error: {trial.user_attrs.get('error')}. Fix it and run again: finished trials are kept"
+            )
+
+
+def execute(
+    spec: StudySpec,
+    study: optuna.Study,
+    *,
+    n_trials: int | None,
+    timeout: float | None,
+    workers: int | None = None,
+    gpus: Sequence[int] | None = None,
+    report: TrialReporter | None = None,
+    in_process: bool = False,
+) -> None:
+    """Run the study's trials: each in a fresh process through the scheduler, or all in this one (`in_process`)."""
+    report = FailureLimit(spec.study.max_failures, report)
+    if in_process:
+        check_in_process(spec)
+        run_trials_in_process(spec, study, n_trials=n_trials, timeout=timeout, report=report)
+        return
+    run_trials(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus, report=report)
+
+
+def trial_budget(
+    spec: StudySpec, n_trials: int | None, timeout: float | None
+) -> tuple[int | None, float | None]:
+    """`--n-trials` / `--timeout` win over the file's; a study with neither would never end."""
+    n_trials = n_trials if n_trials is not None else spec.study.n_trials
+    timeout = timeout if timeout is not None else spec.study.timeout
+    if n_trials is None and timeout is None:
+        raise ConfigError(
+            "study.n_trials: give n_trials or timeout (or --n-trials / --timeout), else it never ends"
+        )
+    return n_trials, timeout
+
+
+def run_loaded_study(
+    spec: StudySpec,
+    *,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    storage: str | None = None,
+    workers: int | None = None,
+    gpus: Sequence[int] | None = None,
+    report: TrialReporter | None = None,
+    dry_run: bool = True,
+    in_process: bool = False,
+) -> StudySummary:
+    started = time.monotonic()
+    n_trials, timeout = trial_budget(spec, n_trials, timeout)
+    if dry_run:
+        check_metrics(
+            spec
+        )  # refuse an objective metric evaluation does not produce, before any trial trains (exit 2)
+    study = open_study(spec, storage=storage)
+    requeue_stale_trials(study, spec)
+    execute(
+        spec,
+        study,
+        n_trials=n_trials,
+        timeout=timeout,
+        workers=workers,
+        gpus=gpus,
+        report=report,
+        in_process=in_process,
+    )
+    after_trial(spec, study)
+    return summarize(spec, study, storage, duration_s=time.monotonic() - started)
+
+
+def join_study(
+    spec: StudySpec,
+    *,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    storage: str | None = None,
+    workers: int | None = None,
+    gpus: Sequence[int] | None = None,
+    report: TrialReporter | None = None,
+) -> optuna.Study:
+    """`hpo worker`: run this machine's slots on a study that other machines may be running too."""
+    n_trials, timeout = trial_budget(spec, n_trials, timeout)
+    study = open_study(spec, storage=storage)
+    requeue_stale_trials(study, spec)  # trials this host left running
+    run_trials(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus, report=report)
+    return study
+
+
+def overrides_from_kwargs(kwargs: dict[str, Any]) -> list[str]:
+    """`training__learning_rate=1e-3` -> `training.learning_rate=0.001` (the `--set` form)."""
+    # JSON is YAML flow syntax: numbers, strings, lists and mappings survive the round trip exactly.
+    return [f"{key.replace('__', '.')}={json.dumps(value)}" for key, value in kwargs.items()]
+
+
+def run_study(
+    path: str | Path,
+    *,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    storage: str | None = None,
+    set: Sequence[str] = (),  # noqa: A002 - mirrors `--set`
+    workers: int | None = None,
+    gpus: Sequence[int] | None = None,
+    report: TrialReporter | None = None,
+    dry_run: bool = True,
+    in_process: bool = False,
+    **overrides: Any,
+) -> StudySummary:
+    """`hpo run` as a function. Extra keyword arguments are `--set` overrides with `__` for dots:
+    `run_study("s.yaml", n_trials=4, training__max_steps=20)`. `in_process=True` runs every trial in this process
+    (for debugging); by default each trial runs in a fresh process."""
+    spec = load_study_spec(path, overrides=[*set, *overrides_from_kwargs(overrides)], storage=storage)
+    return run_loaded_study(
+        spec,
+        n_trials=n_trials,
+        timeout=timeout,
+        storage=storage,
+        workers=workers,
+        gpus=gpus,
+        report=report,
+        dry_run=dry_run,
+        in_process=in_process,
+    )

@@ -1,0 +1,109 @@
+"""The Trainer callbacks every trial gets from the study manager, besides pruning and tracking.
+
+TrialIdentityCallback   marks the Trainer's state as a trial's (transformers' names: trial_name, trial_params)
+InterruptCallback       on SIGTERM from its worker: save a checkpoint at the next step boundary and stop
+SlotStatusCallback      writes the slot's status file (step, max steps, latest metric) for the live table
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from trainer import TrainerCallback
+
+
+class TrialIdentityCallback(TrainerCallback):
+    """Marks the Trainer's state as a trial's (HF names), at train begin, after the Trainer has built its state."""
+
+    def __init__(self, trial_name: str, trial_params: dict[str, Any]) -> None:
+        self.trial_name = trial_name
+        self.trial_params = dict(trial_params)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        state.trial_name = self.trial_name
+        state.trial_params = dict(self.trial_params)
+        state.is_hyper_param_search = True
+
+
+# "setup": nothing to save yet, an interrupt ends the process; "training": stop at the next step boundary and save;
+# "done": training ended, the trial is being scored: let it finish.
+_interrupt = {"requested": False, "phase": "setup"}
+
+
+def on_sigterm(signum: int, frame: Any) -> None:
+    _interrupt["requested"] = True
+    if _interrupt["phase"] == "setup":
+        raise KeyboardInterrupt
+
+
+class InterruptCallback(TrainerCallback):
+    """On SIGTERM: save a checkpoint at the next step boundary and stop training (every rank at the same step)."""
+
+    def __init__(self) -> None:
+        self.stopped_at: int | None = None
+        self.first_step_at: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        _interrupt["phase"] = "training"
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.first_step_at is None:
+            self.first_step_at = time.time()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        requested = _interrupt["requested"]
+        strategy = getattr(kwargs.get("trainer"), "strategy", None)
+        if strategy is not None and getattr(strategy, "world_size", 1) > 1:
+            requested = bool(strategy.broadcast_object(requested, src=0))
+        if requested and self.stopped_at is None:
+            control.should_save = True
+            control.should_training_stop = True
+            self.stopped_at = state.global_step
+
+    def on_train_end(self, args, state, control, **kwargs):
+        _interrupt["phase"] = "done"
+
+
+class SlotStatusCallback(TrainerCallback):
+    """Writes the slot's status file (step, max steps, latest objective metric) for the live table; at most twice a
+    second, atomically."""
+
+    def __init__(self, path: Path, metric: str | None, base: dict[str, Any]) -> None:
+        self.path, self.metric, self.base = path, metric, dict(base)
+        self.latest: dict[str, Any] = {}
+        self.last_write = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._write(state, force=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._write(state)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        for key in (self.metric, f"eval_{self.metric}", "eval_loss"):
+            if key and metrics and key in metrics:
+                self.latest = {"metric": key, "value": float(metrics[key])}
+                break
+        self._write(state, force=True)
+
+    def _write(self, state: Any, force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self.last_write < 0.5:
+            return
+        self.last_write = now
+        record = {**self.base, "state": "running", "step": state.global_step, "max_steps": state.max_steps}
+        record["pid"] = os.getpid()  # hpo status leaves out the slots of processes that died without a word
+        write_status(self.path, {**record, **self.latest, "updated": now})
+
+
+def write_status(path: Path, record: dict[str, Any]) -> None:
+    try:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(record, default=str))
+        os.replace(temporary, path)
+    except OSError:
+        pass  # the table is a view; a full disk must not stop a trial

@@ -1,0 +1,267 @@
+"""One trial of a study: sample the parameters, build a fresh Trainer, train, score, and say how it ended.
+
+Isolation is the point. Each trial gets a new TrainingArguments object (the spec's defaults are never mutated), a seed
+set right before `model_init`, new callback instances (an early-stopping counter starts at zero), its own output folder
+`trial-<number>/` and its own tracker runs. `run_trial` never calls `study.tell`: the caller (the in-process executor of
+`hpo.study.manager`, or a scheduler worker) records the outcome with `record_outcome`, so a trial can run in any process.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+from optuna.trial import TrialState
+
+from hpo.spec import StudySpec
+from hpo.storage.retry import process_identity
+from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
+from hpo.tracking.run_info import RunInfo, origin_attrs
+from hpo.trial.callbacks import TrialIdentityCallback
+from hpo.trial.pruning import ObjectiveTracker, OptunaPruningCallback
+from hpo.trial.scoring import trial_values
+from hpo.trial.space import sample_params
+from trainer import Trainer, TrainerCallback, TrainerState, TrainingArguments, set_seed
+
+
+@dataclass
+class TrialOutcome:
+    state: TrialState
+    values: list[float] | None
+    pruned_step: int | None
+    error: str | None
+    user_attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def trial_dir(spec: StudySpec, number: int) -> Path:
+    return Path(spec.trial_dir(number))
+
+
+def run_trial(
+    spec: StudySpec,
+    study: optuna.Study,
+    trial: optuna.Trial,
+    *,
+    resume_from: str | None = None,
+    extra_callbacks: Sequence[TrainerCallback] = (),
+) -> TrialOutcome:
+    """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise."""
+    started = time.time()
+    run_dir = trial_dir(spec, trial.number)
+    attrs: dict[str, Any] = {
+        "run_dir": str(run_dir),
+        **process_identity(),
+        "threads": torch.get_num_threads(),
+    }
+    if resume_from:
+        attrs["resume_from"] = str(resume_from)
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    tracking: list[TrainerCallback] = []
+    try:
+        outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking)
+    except Exception as error:  # noqa: BLE001 - a failing trial must not stop the study
+        message = f"{type(error).__name__}: {error}"
+        outcome = TrialOutcome(TrialState.FAIL, None, None, message, {"traceback": traceback.format_exc()})
+    outcome.user_attrs = {**attrs, **outcome.user_attrs, "duration_s": round(time.time() - started, 3)}
+    outcome.user_attrs["error"] = outcome.error
+    outcome.user_attrs["pruned_step"] = outcome.pruned_step
+    _finish_tracking(tracking, outcome)
+    _release_memory()
+    return outcome
+
+
+def _train_and_score(
+    spec: StudySpec,
+    trial: optuna.Trial,
+    run_dir: Path,
+    resume_from: str | None,
+    extra: list[TrainerCallback],
+    tracking: list[TrainerCallback],
+) -> TrialOutcome:
+    task = spec.task.resolve()
+    params = sample_params(trial, spec.search_space)
+    training, model_params = spec.split_params(params)
+    args = trial_arguments(spec, run_dir, trial.number, training)
+    train_dataset, eval_dataset = task.data(dict(model_params))
+
+    def model_init():
+        # The seed right before the model is built: every trial starts from the same initialisation for its params.
+        set_seed(args.seed)
+        return task.model_init(dict(model_params))
+
+    tracker = ObjectiveTracker()
+    pruning = _pruning_callback(spec, trial)
+    callbacks = [TrialIdentityCallback(f"trial-{trial.number}", params), tracker]
+    callbacks += [pruning] if pruning else []
+    tracking.extend(_tracking_callbacks(spec, trial, run_dir, params))
+    callbacks += tracking + _file_callbacks(spec) + extra
+    set_seed(args.seed)
+    trainer = Trainer(
+        model_init=model_init,
+        args=args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        data_collator=task.collator,
+        compute_metrics=task.compute_metrics,
+        callbacks=callbacks,
+    )
+    trainer.train(resume_from_checkpoint=resume_from)
+    if (
+        not tracker.evaluations
+        and eval_dataset is not None
+        and (pruning is None or pruning.pruned_step is None)
+    ):
+        trainer.evaluate()  # evaluation was off during training: score the final model once
+    outcome = score_trial(spec, tracker, pruning, run_dir, trainer.state)
+    del trainer
+    return outcome
+
+
+def trial_arguments(
+    spec: StudySpec, run_dir: Path, number: int, training: dict[str, Any]
+) -> TrainingArguments:
+    """A fresh TrainingArguments for this trial: the spec's defaults, the sampled values, the trial's folder.
+
+    With one objective scored by its best evaluation, the Trainer is told which metric is best (unless the study file
+    says otherwise), so that its `best_model_checkpoint` and checkpoint rotation keep that checkpoint."""
+    overrides: dict[str, Any] = {"run_name": f"trial-{number}", **training}
+    metrics, directions = spec.study.metrics or [], spec.study.directions or []
+    defaults = spec.training
+    if (
+        len(metrics) == 1
+        and "metric_for_best_model" not in defaults
+        and "metric_for_best_model" not in training
+    ):
+        overrides["metric_for_best_model"] = metrics[0]
+        overrides["greater_is_better"] = directions[0] == "maximize"
+    strategy = _multi_rank_strategy(spec, training)
+    if strategy is not None:
+        overrides["strategy"] = strategy
+    return spec.training_arguments(str(run_dir), **overrides)
+
+
+def _multi_rank_strategy(spec: StudySpec, training: dict[str, Any]) -> str | None:
+    """In a rank of a multi-rank trial (the worker set WORLD_SIZE), `resources.strategy` unless training says."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or "strategy" in training:
+        return None
+    return spec.trial_strategy()
+
+
+def _pruning_callback(spec: StudySpec, trial: optuna.Trial) -> OptunaPruningCallback | None:
+    pruner = spec.study.pruner
+    if pruner is None or not pruner.enabled or spec.study.is_multi_objective:
+        return None
+    return OptunaPruningCallback(trial, metric=(spec.study.metrics or ["eval_loss"])[0])
+
+
+def _file_callbacks(spec: StudySpec) -> list[TrainerCallback]:
+    """The study file's `callbacks:`, built anew for this trial (an early-stopping counter starts at zero)."""
+    return spec.build_callbacks()
+
+
+def _tracking_callbacks(
+    spec: StudySpec, trial: optuna.Trial | optuna.trial.FixedTrial, run_dir: Path, params: dict[str, Any]
+) -> list[TrainerCallback]:
+    """Fresh store/wandb callbacks for this trial; only the process that owns the trial (rank 0) records it."""
+    if os.environ.get("RANK", "0") != "0":
+        return []
+    attrs = trial.user_attrs
+    run = RunInfo(
+        kind="trial",
+        study_name=spec.study.name,
+        trial_number=trial.number,
+        params=dict(params),
+        output_dir=str(run_dir),
+        slot=attrs.get("slot"),
+        devices=attrs.get("devices"),
+        origin=origin_attrs(attrs),  # a retry records "retried" and marks the trial it continues
+    )
+    return list(build_tracking_callbacks(spec, run=run))
+
+
+def _finish_tracking(callbacks: list[TrainerCallback], outcome: TrialOutcome) -> None:
+    """Close this trial's tracker runs with its result before the next trial starts. A tracker that fails costs its
+    records, never the trial."""
+    if not callbacks:
+        return
+    try:
+        finish_tracking(callbacks, outcome)
+    except Exception as error:  # noqa: BLE001
+        outcome.user_attrs["tracking_error"] = f"{type(error).__name__}: {error}"
+
+
+def score_trial(
+    spec: StudySpec,
+    tracker: ObjectiveTracker,
+    pruning: OptunaPruningCallback | None,
+    run_dir: Path,
+    state: TrainerState,
+) -> TrialOutcome:
+    """The trial's state and values from its evaluations: best (or last) evaluation, PRUNED with its step, or FAIL."""
+    metrics, directions = spec.study.metrics or [], spec.study.directions or []
+    evaluations = tracker.with_history(list(state.log_history))
+    values, best_step = trial_values(evaluations, metrics, directions, spec.study.objective)
+    final = evaluations[-1][1] if evaluations else {}
+    attrs = {
+        "best_step": best_step,
+        "best_checkpoint": best_checkpoint(run_dir, best_step, state),
+        "final_metrics": {k: (v if math.isfinite(v) else None) for k, v in final.items()},
+        "global_step": state.global_step,
+    }
+    if pruning is not None and pruning.pruned_step is not None:
+        value = pruning.pruned_value
+        pruned_values = [value] if value is not None and math.isfinite(value) else None
+        return TrialOutcome(TrialState.PRUNED, pruned_values, pruning.pruned_step, None, attrs)
+    if not evaluations:
+        error = "no evaluation ran: give the task an eval dataset (the objective is an evaluation metric)"
+        return TrialOutcome(TrialState.FAIL, None, None, error, attrs)
+    if values is None:
+        missing = [m for m in metrics if m not in final]
+        error = f"evaluation did not produce {', '.join(missing)}; it produced: {', '.join(sorted(final))}"
+        return TrialOutcome(TrialState.FAIL, None, None, error, attrs)
+    if not all(math.isfinite(v) for v in values):
+        error = f"non-finite objective: {dict(zip(metrics, values, strict=True))}"
+        return TrialOutcome(TrialState.FAIL, None, None, error, attrs)
+    return TrialOutcome(TrialState.COMPLETE, values, None, None, attrs)
+
+
+def best_checkpoint(run_dir: Path, best_step: int | None, state: TrainerState) -> str | None:
+    """The checkpoint saved at the best evaluation's step, else the Trainer's own best, else None."""
+    if best_step is not None and (run_dir / f"checkpoint-{best_step}").is_dir():
+        return str(run_dir / f"checkpoint-{best_step}")
+    trainer_best = state.best_model_checkpoint
+    # A resumed trial's restored state may name the crashed trial's checkpoint: only this trial's own folder counts.
+    if (
+        trainer_best
+        and Path(trainer_best).is_dir()
+        and Path(trainer_best).parent.resolve() == run_dir.resolve()
+    ):
+        return str(trainer_best)
+    return None
+
+
+def record_outcome(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    """Store the user attributes and tell the study how the trial ended."""
+    for key, value in outcome.user_attrs.items():
+        trial.set_user_attr(key, value)
+    if outcome.state == TrialState.COMPLETE:
+        study.tell(trial, outcome.values)
+    else:
+        study.tell(trial, state=outcome.state)
+
+
+def _release_memory() -> None:
+    """When trials share a process (the in-process executor, hyperparameter_search), free what the last one held."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
