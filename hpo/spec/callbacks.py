@@ -19,8 +19,8 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from hpo.errors import ConfigError
 from hpo.spec.base import Section
 from hpo.spec.errors import FieldProblem
-from trainer import EarlyStoppingCallback, TrainerCallback
 from hpo.spec.imports import check_import_path, resolve_callable
+from trainer import EarlyStoppingCallback, TrainerCallback
 
 
 class EarlyStoppingSpec(Section):
