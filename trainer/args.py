@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Union
 
+from trainer.deepspeed_config import fill_deepspeed_config
 from trainer.errors import TrainerConfigError
+from trainer.fsdp_options import validate_fsdp_config
 
 
 class IntervalStrategy(str, Enum):
@@ -389,14 +391,9 @@ def _check_parallelism(args: TrainingArguments) -> None:
         raise TrainerConfigError(
             f"training argument 'ddp_bucket_cap_mb' must be > 0, got {args.ddp_bucket_cap_mb}"
         )
-    # Imported here: importing any trainer.strategies module runs the package's __init__, which needs this module.
     if args.fsdp_config is not None:
-        from trainer.strategies.fsdp_options import validate_fsdp_config
-
         _as_config_error(validate_fsdp_config, args.fsdp_config)
     if args.deepspeed is not None:
-        from trainer.strategies.deepspeed_config import fill_deepspeed_config
-
         # No world size yet: train_batch_size (micro x accumulation x ranks) is checked when the ranks start.
         _as_config_error(fill_deepspeed_config, args.deepspeed, args, None)
 

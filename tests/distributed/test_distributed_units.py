@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, TensorDataset
 
+from trainer.deepspeed_config import DeepSpeedConfigError, fill_deepspeed_config
 from trainer.distributed import DistributedEvalSampler, DistributedTrainSampler, drop_eval_padding
+from trainer.fsdp_options import validate_fsdp_config
 from trainer.launch import _check_layout, detect_launcher, is_launched_externally
-from trainer.strategies.deepspeed_config import DeepSpeedConfigError, fill_deepspeed_config
-from trainer.strategies.fsdp_options import validate_fsdp_config
 
 
 def _dataset(n: int) -> TensorDataset:

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from trainer import distributed
+from trainer.deepspeed_config import fill_deepspeed_config, zero_stage
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory
-from trainer.strategies.deepspeed_config import fill_deepspeed_config, zero_stage
 from trainer.strategies.parallel import (
     MODEL_FILE,
     ParallelStrategy,

@@ -34,8 +34,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
+from trainer.fsdp_options import SHARDED, validate_fsdp_config
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory
-from trainer.strategies.fsdp_options import SHARDED, validate_fsdp_config
 from trainer.strategies.parallel import (
     MODEL_FILE,
     OPTIMIZER_FILE,
