@@ -13,38 +13,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
-from sqlalchemy.engine import make_url
 
 from dashboards.importance import ImportanceCache, compute_importance
 from dashboards.jsonenc import EncodedList, encode_item
 from dashboards.optuna_source import OptunaSource
 from dashboards.serialize import param_specs, study_summary, trial_to_json
 from dashboards.store_reader import StoreReader
+from hpo.storage.urls import redact
+from hpo.tracking.store.schema import parse_run_id
 
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-def trial_run_id(study_name: str, number: int) -> str:
-    """The experiment store's id for a trial (CONTRACTS.md section 6)."""
-    return f"{study_name}/trial-{number}"
-
-
-def split_trial_run_id(run_id: str) -> tuple[str, int] | None:
-    study_name, separator, number = run_id.rpartition("/trial-")
-    if not separator or not number.isdigit():
-        return None
-    return study_name, int(number)
-
-
-def masked(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return "<storage>"
 
 
 def int_arg(query: dict[str, str], name: str, default: int) -> int:
@@ -108,7 +90,7 @@ class DashboardApi:
                 if study is not None:
                     summaries.append(self._summary(study, self.source.trials(name)))
         return {
-            "storage": masked(self.source.url) if self.source else None,
+            "storage": redact(self.source.url) if self.source else None,
             "study_file": self.study_file,
             "studies": summaries,
         }
@@ -156,7 +138,7 @@ class DashboardApi:
         """The `hpo export` command line that ships trial `number`."""
         study_file = shlex.quote(self.study_file) if self.study_file else "<study.yaml>"
         storage = (
-            "" if self.study_file or not self.source else f" --storage {shlex.quote(masked(self.source.url))}"
+            "" if self.study_file or not self.source else f" --storage {shlex.quote(redact(self.source.url))}"
         )
         trial = f" --trial {number}" if name_trial else ""
         return f"hpo export {study_file}{storage}{trial} --out export-trial-{number}"
@@ -183,11 +165,12 @@ class DashboardApi:
         if not run_id:
             raise ApiError(400, "query parameter 'id' is required")
         trial_json, study_info = None, None
-        trial_ref = split_trial_run_id(run_id)
-        if trial_ref is not None and self.source is not None:
-            study = self.source.study(trial_ref[0])
-            trials = self.source.trials(trial_ref[0]) if study is not None else []
-            match = [trial for trial in trials if trial.number == trial_ref[1]]
+        trial_ref = parse_run_id(run_id)
+        if trial_ref.get("kind") == "trial" and self.source is not None:
+            study_name, number = trial_ref["study_name"], trial_ref["trial_number"]
+            study = self.source.study(study_name)
+            trials = self.source.trials(study_name) if study is not None else []
+            match = [trial for trial in trials if trial.number == number]
             if match:
                 trial_json = trial_to_json(match[0], full=True)
                 summary = self._summary(study, trials)

@@ -12,11 +12,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dashboards.api import DashboardApi, trial_run_id
+from dashboards.api import DashboardApi
 from dashboards.importance import compute_importance
 from dashboards.jsonenc import encode_json
 from dashboards.server import PLOTLY_JS, STATIC_DIR
 from hpo.errors import HpoError
+from hpo.tracking.store.schema import trial_run_id
 
 SCRIPTS = ["common.js", "table.js", "plots.js", "plotqueue.js", "runparts.js", "study.js", "report.js"]
 REPORT_CSP = (

@@ -15,8 +15,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from dashboards.serialize import plain
 from hpo.storage.urls import with_postgres_driver
+from hpo.tracking.store.schema import JSON, TABLES
 
-JSON_COLUMNS = ("params", "arguments", "state", "packages", "extra", "data")
+# Columns that hold JSON text, from the one schema the writers use.
+JSON_COLUMNS = {name for columns in TABLES.values() for name, kind in columns.items() if kind == JSON}
 RUN_LIST_COLUMNS = "id, kind, study_name, trial_number, name, status, started_at, ended_at, host, slot, devices, objective, output_dir"
 
 

@@ -76,7 +76,7 @@ def run(
             "interrupted; run the same command again: it finds a trial this stopped and resumes it from its "
             "newest checkpoint"
         ) from None
-    console.print(_run_line(summary, len(finished), n_trials or getattr(spec.study, "n_trials", None)))
+    console.print(_run_line(summary, len(finished), n_trials or spec.study.n_trials))
     if not summary.best_trials:
         console.print("no trial completed")
         return

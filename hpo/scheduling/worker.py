@@ -64,6 +64,7 @@ from hpo.storage.study_db import (
     trial_id,
 )
 from hpo.tracking.events import record_event
+from hpo.tracking.store import trial_run_id
 from hpo.trial.callbacks import write_status
 from hpo.trial.run import record_outcome
 from hpo.trial.space import sample_params
@@ -217,7 +218,7 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
 
 
 def _event(config: WorkerConfig, number: int, kind: str, message: str, **data: Any) -> None:
-    record_event(config.spec, f"{config.spec.study.name}/trial-{number}", kind, message, data)
+    record_event(config.spec, trial_run_id(config.spec.study.name, number), kind, message, data)
 
 
 def status_file(config: WorkerConfig) -> Path | None:

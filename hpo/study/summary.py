@@ -9,7 +9,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.storage.database import redact
+from hpo.spec import StudySpec
+from hpo.storage.urls import redact
 
 
 @dataclass
@@ -71,7 +72,7 @@ class StudySummary:
 
 
 def summarize(
-    spec: Any, study: optuna.Study, storage: str | None = None, duration_s: float | None = None
+    spec: StudySpec, study: optuna.Study, storage: str | None = None, duration_s: float | None = None
 ) -> StudySummary:
     trials = study.get_trials(deepcopy=False)
     counts = {state.name: sum(t.state == state for t in trials) for state in TrialState}

@@ -20,7 +20,9 @@ from __future__ import annotations
 import atexit
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from optuna.trial import TrialState
 
 from hpo.spec import Spec, StudySpec
 from hpo.tracking.events import store_location
@@ -56,7 +58,7 @@ def wandb_directory(spec: Spec, run: RunInfo) -> Path:
     return Path(run.output_dir)
 
 
-def finish_tracking(callbacks: list[Any], outcome: Any = None, **fields: Any) -> None:
+def finish_tracking(callbacks: list[Any], outcome: TrialResult | None = None, **fields: Any) -> None:
     """Close the tracking callbacks with the trial's result.
 
     `outcome` is a `hpo.trial.run.TrialOutcome` (state, values, pruned_step, error, user_attrs) or None; keyword
@@ -71,19 +73,28 @@ def finish_tracking(callbacks: list[Any], outcome: Any = None, **fields: Any) ->
             _finish_one(callback, result)
 
 
-def outcome_fields(outcome: Any) -> dict[str, Any]:
-    """status, values, best_step, error from a `hpo.trial.run.TrialOutcome`."""
-    state = getattr(getattr(outcome, "state", None), "name", str(getattr(outcome, "state", "")))
-    attrs = dict(getattr(outcome, "user_attrs", None) or {})
+class TrialResult(Protocol):
+    """How a trial ended, as `hpo.trial.run.TrialOutcome` says it (tracking sits below the trial layer)."""
+
+    state: TrialState
+    values: list[float] | None
+    pruned_step: int | None
+    error: str | None
+    user_attrs: dict[str, Any]
+
+
+def outcome_fields(outcome: TrialResult) -> dict[str, Any]:
+    """status, values, best_step, error of a trial's outcome."""
+    attrs = outcome.user_attrs
     best_step = attrs.get("best_step")
     if best_step is None:
-        best_step = getattr(outcome, "pruned_step", None)
+        best_step = outcome.pruned_step
     data = {k: attrs[k] for k in ("pruned_step", "duration_s", "best_checkpoint") if attrs.get(k) is not None}
     return {
-        "status": _STATUS.get(state, "interrupted"),
-        "values": list(outcome.values) if getattr(outcome, "values", None) else None,
+        "status": _STATUS.get(outcome.state.name, "interrupted"),
+        "values": list(outcome.values) if outcome.values else None,
         "best_step": best_step,
-        "error": getattr(outcome, "error", None),
+        "error": outcome.error,
         "data": data,
     }
 
@@ -101,7 +112,7 @@ def finish_leftovers() -> None:
     """Finish callbacks nobody finished: "completed" (or "pruned") when training ended, else "failed"."""
     for callback in list(_unfinished):
         if callback.train_ended:
-            status = "pruned" if getattr(callback, "pruned_seen", False) else "completed"
+            status = "pruned" if callback.pruned_seen else "completed"
             _finish_one(callback, {"status": status})
         else:
             _finish_one(

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hpo.spec import WandbSpec
 from hpo.tracking.logs import arguments_dict, numeric_items, pruned_by_sibling
 from hpo.tracking.run_info import RunInfo
 from trainer.callbacks import TrainerCallback
@@ -34,11 +35,11 @@ def default_mode(configured: str | None) -> str:
 
 
 class WandbCallback(TrainerCallback):
-    def __init__(self, settings: Any, run: RunInfo, *, directory: str | Path) -> None:
-        self.project = getattr(settings, "project", None)
-        self.entity = getattr(settings, "entity", None)
-        self.mode = default_mode(getattr(settings, "mode", None))
-        self.tags = list(getattr(settings, "tags", None) or [])
+    def __init__(self, settings: WandbSpec, run: RunInfo, *, directory: str | Path) -> None:
+        self.project = settings.project
+        self.entity = settings.entity
+        self.mode = default_mode(settings.mode)
+        self.tags = list(settings.tags)
         self.run = run
         self.directory = Path(directory)
         self.wandb_run: Any = None

@@ -12,11 +12,9 @@ from pathlib import Path
 import optuna
 import pytest
 from optuna.trial import TrialState
+from scheduler_support import MAX_STEPS, slow_study, wait_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hpo"))  # the hpo tests' helpers and task
-from scheduler_support import MAX_STEPS, slow_study, wait_for  # noqa: E402
-
-from hpo.storage.database import create_storage  # noqa: E402
+from hpo.storage.database import create_storage
 
 pytestmark = pytest.mark.postgres
 

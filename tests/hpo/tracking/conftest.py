@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -29,7 +27,3 @@ def postgres_store(postgres_url):
 def unique_study():
     """A study name no other test (or earlier CI run on the same database) has used."""
     return f"study-{uuid.uuid4().hex[:10]}"
-
-
-# The study manager's tiny test task and study-file writer (tests/hpo/study_task.py) serve these tests too.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

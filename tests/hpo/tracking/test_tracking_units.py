@@ -74,8 +74,7 @@ def test_wandb_mode_defaults_to_offline_without_an_api_key(monkeypatch):
 
 
 def test_wandb_that_cannot_start_costs_the_wandb_run_not_the_trial(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
+    from hpo.spec import WandbSpec
     from hpo.tracking.wandb_callback import WandbCallback
     from trainer import TrainerControl, TrainerState, TrainingArguments
 
@@ -83,7 +82,7 @@ def test_wandb_that_cannot_start_costs_the_wandb_run_not_the_trial(tmp_path, mon
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:1")  # nothing listens there
     monkeypatch.setenv("WANDB_INIT_TIMEOUT", "5")
     run = RunInfo(kind="trial", study_name="s", trial_number=0, output_dir=str(tmp_path))
-    callback = WandbCallback(SimpleNamespace(mode="online", project="p"), run, directory=tmp_path)
+    callback = WandbCallback(WandbSpec(mode="online", project="p"), run, directory=tmp_path)
     args, state, control = TrainingArguments(output_dir=str(tmp_path)), TrainerState(), TrainerControl()
 
     callback.on_train_begin(args, state, control)

@@ -18,7 +18,7 @@ from hpo.spec import load_run_spec
 
 pytestmark = pytest.mark.distributed
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN_FILE = ROOT / "studies" / "digits_mlp_run.yaml"
 QUICK = [
     "training.max_steps=12",

@@ -11,7 +11,7 @@ from hpo.cli import main
 from hpo.spec import load_study_spec
 from hpo.trial.dry_run import dry_run, representative_params
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TASK = {
     "model_init": "studies.tasks.digits:model_init",
     "data": "studies.tasks.digits:data",

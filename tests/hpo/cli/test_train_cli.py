@@ -14,7 +14,7 @@ import yaml
 
 from hpo.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN_FILE = ROOT / "studies" / "digits_mlp_run.yaml"
 TASK = {
     "model_init": "studies.tasks.digits:model_init",
