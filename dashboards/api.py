@@ -175,7 +175,7 @@ class DashboardApi:
                 trial_json = trial_to_json(match[0], full=True)
                 summary = self._summary(study, trials)
                 study_info = {key: summary[key] for key in ("name", "directions", "objectives", "best")}
-                study_info["export"] = self.export_command(trial_ref[1], name_trial=True)
+                study_info["export"] = self.export_command(number, name_trial=True)
         row = self.store.run(run_id)
         if row is None and trial_json is None:
             raise ApiError(404, f"no run or trial with id {run_id!r}")
