@@ -55,9 +55,8 @@ def test_the_list_ends_at_the_first_id_that_names_no_single_device():
 
 
 def test_without_the_nvml_package_the_answer_is_empty(monkeypatch):
-    monkeypatch.setitem(
-        sys.modules, "pynvml", None
-    )  # `import pynvml` raises ImportError, as when not installed
+    # `import pynvml` then raises ImportError, as where nvidia-ml-py is not installed
+    monkeypatch.setitem(sys.modules, "pynvml", None)
     assert read_gpu_memory() == []
 
 

@@ -82,9 +82,8 @@ def test_expected_peak_is_the_largest_measured_scaled_up_by_the_batch_size():
     measured = [MeasuredTrial({"per_device_train_batch_size": 16, "learning_rate": 1e-4}, 10 * GiB)]
     assert expected_peak(measured, {"per_device_train_batch_size": 32}) == 20 * GiB
     assert expected_peak(measured, {"per_device_train_batch_size": 8}) == 10 * GiB  # never scaled down
-    assert (
-        expected_peak(measured, {"learning_rate": 3e-4}) == 10 * GiB
-    )  # no batch size to compare: the largest
+    # no batch size to compare: the largest
+    assert expected_peak(measured, {"learning_rate": 3e-4}) == 10 * GiB
     measured.append(MeasuredTrial({"per_device_train_batch_size": 8, "hidden_size": 1024}, 12 * GiB))
     # the bigger model at batch 8 bounds a batch-16 trial of it at 24 GiB: the largest of the scaled peaks
     assert expected_peak(measured, {"per_device_train_batch_size": 16}) == 24 * GiB
