@@ -201,10 +201,12 @@ def main(argv: list[str] | None = None) -> int:
         if not gpus:
             print("no CUDA GPU visible here (NVML sees none): nothing to measure; run it on a GPU machine")
             return 0
-        gpu = options.gpu if options.gpu is not None else str(gpus[0].index)
-        print(
-            f"GPU {gpu}: {gpus[0].name}, {gpus[0].total / 2**30:.1f} GiB, {gpus[0].free / 2**30:.1f} GiB free"
-        )
+        chosen = next((g for g in gpus if options.gpu in (None, str(g.index), g.uuid)), None)
+        if chosen is None:
+            print(f"--gpu {options.gpu}: not a visible GPU ({', '.join(str(g.index) for g in gpus)})")
+            return 2
+        gpu = str(chosen.index)
+        print(f"GPU {gpu}: {chosen.name}, {chosen.total / 2**30:.1f} GiB, {chosen.free / 2**30:.1f} GiB free")
         outcomes = [
             run_mode(root, kind, mode, gpu, options) for kind in options.studies for mode in options.modes
         ]

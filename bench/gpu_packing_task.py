@@ -87,9 +87,8 @@ def feature_data(params: dict[str, Any] | None = None) -> tuple[Samples, Samples
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(2048 + 256, FEATURES, generator=generator)
     labels = (x[:, 0] > 0).long()
-    return Samples({"x": x[:2048], "labels": labels[:2048]}), Samples(
-        {"x": x[2048:], "labels": labels[2048:]}
-    )
+    train = Samples({"x": x[:2048], "labels": labels[:2048]})
+    return train, Samples({"x": x[2048:], "labels": labels[2048:]})
 
 
 def accuracy(prediction: Any) -> dict[str, float]:
