@@ -114,6 +114,7 @@ class TrainingArguments:
     report_to: list[str] | str | None = "none"
     run_name: str | None = None
     disable_tqdm: bool = False
+    skip_memory_metrics: bool = True  # False: memory figures of each phase (trainer/memory.py)
     # ---- parallelism (see trainer/strategies/)
     strategy: str = "auto"
     fsdp_config: dict | None = None

@@ -21,6 +21,8 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Dataset, Sampler
 
+from trainer.errors import TrainerConfigError
+
 # Launchers that speak MPI instead of torchrun's variables (the deepspeed launcher with --launcher openmpi, mpirun).
 _MPI_LAYOUT = {
     "RANK": "OMPI_COMM_WORLD_RANK",
@@ -54,12 +56,17 @@ def default_backend(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
-def pick_device(local_rank: int) -> torch.device:
-    """One CUDA device per local rank when CUDA is there; the CPU otherwise."""
-    if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
+def pick_device(local_rank: int, use_cpu: bool = False) -> torch.device:
+    """One CUDA device per local rank when CUDA is there and `use_cpu` is off; the CPU otherwise."""
+    if use_cpu or not torch.cuda.is_available():
+        return torch.device("cpu")
+    if local_rank >= torch.cuda.device_count():
+        raise TrainerConfigError(
+            f"local rank {local_rank} has no GPU of its own: this machine shows {torch.cuda.device_count()} "
+            "(CUDA_VISIBLE_DEVICES); start at most that many ranks per machine, or set use_cpu to run the ranks on CPU"
+        )
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
 
 
 def init_process_group(layout: RankLayout, device: torch.device, timeout_s: float) -> bool:

@@ -8,6 +8,10 @@ import random
 import numpy as np
 import torch
 
+# Set by enable_full_determinism when CUDA is there, and left set on purpose: cuBLAS reads its workspace setting when it
+# creates a handle, so it must stay in force for as long as the process uses CUDA.
+CUDA_DETERMINISM_ENVIRONMENT = {"CUDA_LAUNCH_BLOCKING": "1", "CUBLAS_WORKSPACE_CONFIG": ":16:8"}
+
 
 def set_seed(seed: int, deterministic: bool = False) -> None:
     """Seed every random number generator the training loop touches.
@@ -30,8 +34,8 @@ def enable_full_determinism(seed: int) -> None:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     if torch.cuda.is_available():
-        os.environ.setdefault("CUDA_LAUNCH_BLOCKING", "1")
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+        for name, value in CUDA_DETERMINISM_ENVIRONMENT.items():
+            os.environ.setdefault(name, value)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True, warn_only=False)

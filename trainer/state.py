@@ -33,6 +33,9 @@ class TrainerState:
     trial_name: str | None = None
     trial_params: dict[str, Any] | None = None
     stateful_callbacks: dict[str, Any] = field(default_factory=dict)
+    # Our addition: the absolute peaks of the last train() in bytes (trainer.memory.RunPeaks: cpu_rss, gpu_allocated,
+    # gpu_reserved), recorded whatever skip_memory_metrics says. Not restored on resume: it describes this process.
+    peak_memory: dict[str, int | None] = field(default_factory=dict)
 
     def restore_progress(self, saved: TrainerState) -> None:
         """Take over what a checkpoint's run had done (its step, history, best metric); keep this run's plan."""

@@ -37,6 +37,7 @@ from trainer.data import (
 from trainer.errors import TrainerConfigError, TrainerError
 from trainer.evaluation import evaluation_loop
 from trainer.events import Event
+from trainer.memory import MemoryTracker, track_memory
 from trainer.meter import create_loss_meter
 from trainer.modeling import call_model, labels_of, prepare_model, split_labels, training_flos_per_token
 from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
@@ -84,6 +85,8 @@ class Trainer:
             )
         self.strategy = create_strategy(self.args)
         self.strategy.setup_environment()
+        self._memory = MemoryTracker(self.args.skip_memory_metrics, self.strategy.device)
+        self._memory.start("init")
         self._seed()
         self.model_init = model_init
         self.model = model if model is not None else self._call_model_init()
@@ -105,6 +108,7 @@ class Trainer:
         default = [DefaultFlowCallback, PrinterCallback if self.args.disable_tqdm else ProgressCallback]
         self.callback_handler = CallbackHandler(default + list(callbacks or []))
         self.callback_handler.bind(trainer=self, model=self.model, optimizer=None, lr_scheduler=None)
+        self._memory.stop("init")
         self.fire(Event.ON_INIT_END)
 
     # ---- callbacks ---------------------------------------------------------------------------------------------
@@ -123,6 +127,7 @@ class Trainer:
         return self.callback_handler.call(event, self.args, self.state, self.control, **extra)
 
     # ---- training ----------------------------------------------------------------------------------------------
+    @track_memory("train")  # reported by _finish_training, so that the final log holds the figures
     def train(self, resume_from_checkpoint: bool | str | Path | None = None, **unused: Any) -> TrainOutput:
         """Train for `max_steps` (or `num_train_epochs`); `resume_from_checkpoint=True` continues the newest
         complete checkpoint in output_dir, a path continues that one."""
@@ -357,6 +362,7 @@ class Trainer:
         return True
 
     # ---- evaluation and prediction ----------------------------------------------------------------------------
+    @track_memory("eval", metrics_of=lambda metrics: metrics)
     def evaluate(
         self,
         eval_dataset: Dataset | dict[str, Dataset] | None = None,
@@ -382,6 +388,7 @@ class Trainer:
         self.fire(Event.ON_EVALUATE, metrics=metrics, eval_dataloader=loader)
         return metrics
 
+    @track_memory("test", metrics_of=lambda output: output.metrics)
     def predict(
         self, test_dataset: Dataset, ignore_keys: Any = None, metric_key_prefix: str = "test"
     ) -> PredictionOutput:
@@ -479,6 +486,8 @@ class Trainer:
         }
         if state.num_input_tokens_seen:
             metrics["train_tokens_per_second"] = round(state.num_input_tokens_seen / runtime, 3)
+        peaks = self._memory.stop("train", metrics)
+        state.peak_memory = peaks.to_dict() if peaks else {}
         self.log(dict(metrics))
         self.fire(Event.ON_TRAIN_END)
         return TrainOutput(state.global_step, training_loss, {**metrics, "epoch": state.epoch})

@@ -153,6 +153,7 @@ def training_arguments(options: argparse.Namespace) -> TrainingArguments:
         disable_tqdm=True,
         report_to="none",
         seed=1,
+        use_cpu=True,  # 2 CPU ranks with gloo, also where a GPU is present (a 1-GPU machine has no GPU for rank 1)
         **extra,
     )
 

@@ -239,3 +239,10 @@ def test_deepspeed_without_zero_leaves_bf16_to_the_trainers_autocast():
     assert fill_deepspeed_config({"zero_optimization": {"stage": 2}}, _args(), 2)["bf16"] == {"enabled": True}
     explicit = {"zero_optimization": {"stage": 0}, "bf16": {"enabled": True}}
     assert fill_deepspeed_config(explicit, _args(), 2)["bf16"] == {"enabled": True}
+
+
+def test_use_cpu_keeps_every_rank_on_the_cpu_also_where_cuda_is_present():
+    from trainer.distributed import pick_device
+
+    # rank 1 of a 2-rank CPU job on a 1-GPU machine: without use_cpu it would ask for a second GPU
+    assert pick_device(1, use_cpu=True) == torch.device("cpu")

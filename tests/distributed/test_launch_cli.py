@@ -24,6 +24,7 @@ QUICK = [
     "--set=training.save_steps=12",
     "--set=training.load_best_model_at_end=false",
     "--set=tracking.store=false",
+    "--set=training.use_cpu=true",  # 2 CPU ranks, also where a GPU is present
 ]
 HPO_TRAIN = ["-m", "hpo.cli", "train", str(RUN_FILE), *QUICK]
 

@@ -29,7 +29,7 @@ def test_a_checkpoint_holds_the_contract_files_loadable_safely(tmp_path):
     ]
     weights = load_file(folder / "model.safetensors")
     for name, tensor in trainer.model.state_dict().items():
-        assert torch.equal(weights[name], tensor)
+        assert torch.equal(weights[name], tensor.cpu())  # the trained model is on the GPU where there is one
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
         torch.load(folder / name, weights_only=True)  # no pickled code
     state = TrainerState.load_from_json(folder / "trainer_state.json")
@@ -68,7 +68,7 @@ def test_rotation_keeps_the_best_and_the_newest(tmp_path):
     # load_best_model_at_end: the final weights are checkpoint-2's
     best = load_file(tmp_path / "checkpoint-2" / "model.safetensors")
     for name, tensor in trainer.model.state_dict().items():
-        assert torch.equal(best[name], tensor)
+        assert torch.equal(best[name], tensor.cpu())
 
 
 def test_rotation_with_a_limit_of_one_still_keeps_best_and_newest(tmp_path):

@@ -128,8 +128,9 @@ def test_evaluate_feeds_numpy_to_compute_metrics_and_prefixes_each_dataset(tmp_p
     # the eval loss is the mean over samples, not over batches of unequal size
     model = trainer.model.eval()
     data = Regression(23, seed=3)
+    device = next(model.parameters()).device  # the GPU where there is one
     with torch.no_grad():
-        expected = torch.nn.functional.mse_loss(model(data.x)["logits"], data.y).item()
+        expected = torch.nn.functional.mse_loss(model(data.x.to(device))["logits"], data.y.to(device)).item()
     assert metrics["eval_large_loss"] == pytest.approx(expected, rel=1e-5)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from trainer import (
     Trainer,
     TrainerCallback,
     TrainerConfigError,
+    enable_full_determinism,
     set_seed,
 )
 from trainer.checkpoint import latest_checkpoint
@@ -52,7 +54,8 @@ def test_non_finite_losses_are_left_out_of_the_logged_mean(tmp_path):
 
 
 def test_a_loss_that_stays_non_finite_stops_the_run(tmp_path):
-    args = quiet_args(tmp_path, max_steps=50, max_non_finite_steps=3)
+    # On CPU the streak is checked at every step; the device meter checks every max_non_finite_steps steps (below).
+    args = quiet_args(tmp_path, max_steps=50, max_non_finite_steps=3, use_cpu=True)
     trainer = Trainer(model=NaNAt(set(range(5, 100))), args=args, train_dataset=Regression(32))
     with pytest.raises(
         NonFiniteLossError, match="NaN or infinite for 3 optimizer steps in a row .last at step 7."
@@ -83,7 +86,9 @@ def test_bf16_autocasts_the_forward_on_cpu(tmp_path):
 
     torch.manual_seed(0)
     trainer = Trainer(
-        model=Probe(), args=quiet_args(tmp_path, max_steps=3, bf16=True), train_dataset=Regression(32)
+        model=Probe(),
+        args=quiet_args(tmp_path, max_steps=3, bf16=True, use_cpu=True),
+        train_dataset=Regression(32),
     )
     output = trainer.train()
     assert seen == [torch.bfloat16] * 3
@@ -183,10 +188,17 @@ def test_set_seed_repeats_the_random_streams():
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
 
 
-def test_full_determinism_turns_on_deterministic_algorithms(tmp_path):
+def test_full_determinism_turns_on_deterministic_algorithms(tmp_path, restores_determinism):
     assert not torch.are_deterministic_algorithms_enabled()
-    try:
-        Trainer(model=torch.nn.Linear(2, 1), args=quiet_args(tmp_path, full_determinism=True))
-        assert torch.are_deterministic_algorithms_enabled()
-    finally:
-        torch.use_deterministic_algorithms(False)  # a process-wide switch: do not leak it into other tests
+    Trainer(model=torch.nn.Linear(2, 1), args=quiet_args(tmp_path, full_determinism=True))
+    assert torch.are_deterministic_algorithms_enabled()
+
+
+def test_full_determinism_with_cuda_sets_the_cublas_workspace(monkeypatch, restores_determinism):
+    # What a GPU machine does (torch's deterministic cuBLAS raises without the workspace setting), driven on any machine:
+    # the branch only sets flags and variables, it starts no CUDA work.
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    enable_full_determinism(3)
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+    assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark

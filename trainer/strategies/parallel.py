@@ -38,7 +38,7 @@ class ParallelStrategy(Strategy):
     def setup_environment(self) -> None:
         layout = distributed.rank_layout()
         self.rank, self.local_rank, self.world_size = layout.rank, layout.local_rank, layout.world_size
-        self.device = distributed.pick_device(layout.local_rank)
+        self.device = distributed.pick_device(layout.local_rank, getattr(self.args, "use_cpu", False))
         check_precision(
             self.args, self.device
         )  # fp16 on CPU fails here, on every rank, before any collective
