@@ -26,6 +26,7 @@ from hpo.spec import StudySpec
 from hpo.storage.retry import process_identity
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
 from hpo.tracking.run_info import RunInfo, origin_attrs
+from hpo.trial.adapter import wrap_model
 from hpo.trial.callbacks import TrialIdentityCallback
 from hpo.trial.pruning import ObjectiveTracker, OptunaPruningCallback
 from hpo.trial.scoring import trial_values
@@ -97,7 +98,8 @@ def _train_and_score(
     def model_init():
         # The seed right before the model is built: every trial starts from the same initialisation for its params.
         set_seed(args.seed)
-        return task.model_init(dict(model_params))
+        model = task.model_init(dict(model_params))
+        return model if spec.peft is None else wrap_model(model, spec.peft, spec.peft_params(params))
 
     tracker = ObjectiveTracker()
     pruning = _pruning_callback(spec, trial)
