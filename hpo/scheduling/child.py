@@ -27,6 +27,7 @@ from typing import Any
 import optuna
 import torch
 
+from hpo.scheduling.promotion import AshaPlan, pause_callback
 from hpo.spec import StudySpec
 from hpo.trial.callbacks import InterruptCallback, SlotStatusCallback, on_sigterm
 from hpo.trial.run import run_trial
@@ -49,6 +50,8 @@ class TrialJob:
     status_file: Path | None = None
     metric: str | None = None
     status_base: dict[str, Any] = field(default_factory=dict)
+    asha: AshaPlan | None = None  # pause at its rungs (hpo.scheduling.promotion)
+    lock_dir: Path | None = None
 
 
 @dataclass
@@ -105,6 +108,9 @@ def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | 
     callbacks: list[TrainerCallback] = [interrupt]
     if rank == 0 and job.status_file is not None:
         callbacks.append(SlotStatusCallback(job.status_file, job.metric, job.status_base))
+    if job.asha is not None:
+        lock_dir = job.lock_dir or Path(job.spec.output_dir)
+        callbacks.append(pause_callback(job.study, job.trial, job.asha, lock_dir, rank_zero=rank == 0))
     try:
         outcome = run_trial(
             job.spec, job.study, trial, resume_from=job.resume_from, extra_callbacks=callbacks
