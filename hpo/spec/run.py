@@ -21,7 +21,7 @@ from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stoppi
 from hpo.spec.errors import FieldProblem, SpecError, join_path
 from hpo.spec.sections import ExportSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
-from hpo.spec.training import build_training_arguments, check_training_keys
+from hpo.spec.training import build_training_arguments, check_training_keys, read_strategies
 
 STUDY_ONLY = (
     "a study file key; run a study with `hpo run`, or drop it to train one configuration with `hpo train`"
@@ -50,7 +50,7 @@ class RunSpec(Section):
     @classmethod
     def _training_keys(cls, training: dict[str, Any]) -> dict[str, Any]:
         check_training_keys(training)  # here, so a misspelt key is reported beside other field problems
-        return training
+        return read_strategies(training)
 
     @model_validator(mode="after")
     def _check_training(self) -> RunSpec:

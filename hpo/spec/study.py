@@ -23,7 +23,12 @@ from hpo.spec.run import check_training
 from hpo.spec.search_space import ParamSpec
 from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
-from hpo.spec.training import build_training_arguments, check_training_keys, training_field_names
+from hpo.spec.training import (
+    build_training_arguments,
+    check_training_keys,
+    read_strategies,
+    training_field_names,
+)
 
 Direction = Literal["minimize", "maximize"]
 STORAGE_BACKENDS = ("sqlite", "postgresql", "mysql")
@@ -144,7 +149,7 @@ class StudySpec(Section):
     @classmethod
     def _training_keys(cls, training: dict[str, Any]) -> dict[str, Any]:
         check_training_keys(training)  # here, so a misspelt key is reported beside other field problems
-        return training
+        return read_strategies(training)
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
