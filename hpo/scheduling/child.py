@@ -29,6 +29,7 @@ import torch
 
 from hpo.scheduling.promotion import AshaPlan, pause_callback
 from hpo.spec import StudySpec
+from hpo.tracking.wandb_callback import release_wandb, wandb_imported
 from hpo.trial.callbacks import InterruptCallback, SlotStatusCallback, on_sigterm
 from hpo.trial.run import run_trial
 from trainer import TrainerCallback
@@ -90,6 +91,15 @@ def die_with_parent(parent_pid: int | None) -> None:
 
 def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | None) -> None:
     """The body of one rank: run the trial and send rank 0's outcome to the worker."""
+    wandb_before = wandb_imported()
+    try:
+        _run_rank(job, rank, port, connection)
+    finally:
+        # The process leaves by os._exit (multiprocessing's fork start), skipping atexit: wandb's clean-up is ours.
+        release_wandb(wandb_before)
+
+
+def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None) -> None:
     die_with_parent(job.worker_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, on_sigterm)

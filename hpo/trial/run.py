@@ -31,7 +31,15 @@ from hpo.trial.pause import find_pause
 from hpo.trial.pruning import ObjectiveTracker, OptunaPruningCallback
 from hpo.trial.scoring import trial_values
 from hpo.trial.space import sample_params
-from trainer import Trainer, TrainerCallback, TrainerState, TrainingArguments, set_seed
+from trainer import (
+    PrinterCallback,
+    ProgressCallback,
+    Trainer,
+    TrainerCallback,
+    TrainerState,
+    TrainingArguments,
+    set_seed,
+)
 
 
 @dataclass
@@ -116,6 +124,10 @@ def _train_and_score(
         compute_metrics=task.compute_metrics,
         callbacks=callbacks,
     )
+    # A trial's logs go to the trackers; printed, they would land between the study table's rows (--in-process) or
+    # fill the worker's log (forked): neither the log dicts (disable_tqdm) nor a progress bar is shown for a trial.
+    for console_output in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(console_output)
     trainer.train(resume_from_checkpoint=resume_from)
     pause = find_pause(extra)
     if pause is not None:  # stopped at a pause point with a checkpoint: a scheduler continues it later
