@@ -24,6 +24,7 @@ from trainer.callbacks import (
     PrinterCallback,
     ProgressCallback,
     export_callback_states,
+    recreate_callbacks,
     restore_callback_states,
 )
 from trainer.data import (
@@ -37,12 +38,14 @@ from trainer.data import (
 from trainer.errors import TrainerConfigError, TrainerError
 from trainer.evaluation import evaluation_loop
 from trainer.events import Event
+from trainer.hub import HubMixin
 from trainer.memory import MemoryTracker, track_memory
 from trainer.meter import create_loss_meter
 from trainer.modeling import call_model, labels_of, prepare_model, split_labels, training_flos_per_token
 from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
 from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
 from trainer.plan import TrainingPlan, build_plan
+from trainer.reporting import MetricsReportingMixin
 from trainer.search import search_backend
 from trainer.seed import enable_full_determinism, set_seed
 from trainer.state import TrainerControl, TrainerState
@@ -50,8 +53,12 @@ from trainer.strategies import create_strategy
 
 logger = logging.getLogger(__name__)
 
+# transformers' names: the callbacks every Trainer has (besides the progress bar or printer), the state file's name
+DEFAULT_CALLBACKS = [DefaultFlowCallback]
+TRAINER_STATE_NAME = ckpt.STATE_FILE
 
-class Trainer:
+
+class Trainer(MetricsReportingMixin, HubMixin):
     """Train, evaluate and predict with any `torch.nn.Module` (transformers models included).
 
     The model returns its loss (a scalar tensor, or `loss` in a dict or output object), or `compute_loss_func(outputs,
@@ -107,7 +114,13 @@ class Trainer:
         self.control = TrainerControl()
         default = [DefaultFlowCallback, PrinterCallback if self.args.disable_tqdm else ProgressCallback]
         self.callback_handler = CallbackHandler(default + list(callbacks or []))
-        self.callback_handler.bind(trainer=self, model=self.model, optimizer=None, lr_scheduler=None)
+        self.callback_handler.bind(
+            trainer=self,
+            model=self.model,
+            processing_class=processing_class,
+            optimizer=None,
+            lr_scheduler=None,
+        )
         self._memory.stop("init")
         self.fire(Event.ON_INIT_END)
 
@@ -187,6 +200,8 @@ class Trainer:
         if checkpoint is not None:
             ckpt.load_rng_state(checkpoint, self.strategy.rank)  # last: nothing else may draw before step one
         for epoch in range(first_epoch, plan.num_epochs):
+            if self.state.global_step >= plan.max_steps:
+                break  # resumed from the run's last checkpoint: nothing left to train
             skip = steps_to_skip * args.gradient_accumulation_steps if epoch == first_epoch else 0
             self._train_epoch(loader, plan, epoch, skip)
             if self.control.should_training_stop or self.state.global_step >= plan.max_steps:
@@ -393,7 +408,7 @@ class Trainer:
         self, test_dataset: Dataset, ignore_keys: Any = None, metric_key_prefix: str = "test"
     ) -> PredictionOutput:
         self._place_model()
-        loader = self.get_eval_dataloader(test_dataset)
+        loader = self.get_test_dataloader(test_dataset)
         output = evaluation_loop(self, loader, metric_key_prefix, False)
         self.fire(Event.ON_PREDICT, metrics=output.metrics, eval_dataloader=loader)
         return output
@@ -419,7 +434,7 @@ class Trainer:
         step = state.global_step
         if state.best_global_step == step:
             state.best_model_checkpoint = str(ckpt.checkpoint_dir(args.output_dir, step))
-        state.stateful_callbacks = export_callback_states(self.callback_handler.callbacks)
+        state.stateful_callbacks = export_callback_states([*self.callback_handler.callbacks, self.control])
         path = ckpt.write_atomically(
             args.output_dir,
             step,
@@ -445,7 +460,12 @@ class Trainer:
         saved = TrainerState.load_from_json(checkpoint / ckpt.STATE_FILE)
         self.strategy.load_checkpoint(checkpoint, self.model, self.optimizer, self.lr_scheduler)
         self.state.restore_progress(saved)
-        restore_callback_states(self.callback_handler.callbacks, saved.stateful_callbacks)
+        if self.args.restore_callback_states_from_checkpoint:
+            self._load_callback_state()
+            self.control._new_training()  # a resumed run goes on: the saved stop flag ended the run that saved it
+            self.control._new_step()
+        else:
+            restore_callback_states(self.callback_handler.callbacks, saved.stateful_callbacks)
         skip_seen = (
             not self.args.ignore_data_skip
         )  # ignore_data_skip: start the current epoch from its beginning
@@ -538,8 +558,45 @@ class Trainer:
         size = batch_size or self.args.per_device_train_batch_size
         return train_dataloader(self.train_dataset, self.args, size, self.data_collator, sampler)
 
-    def get_eval_dataloader(self, dataset: Dataset) -> DataLoader:
+    def get_eval_dataloader(self, eval_dataset: Dataset | str | None = None) -> DataLoader:
+        """The loader over `eval_dataset`: the Trainer's eval_dataset when None, or the one of that name when the
+        Trainer holds a dict of them (as transformers)."""
+        dataset = self._eval_dataset_named(eval_dataset)
         return eval_dataloader(dataset, self.args, self.data_collator, self.strategy.eval_sampler(dataset))
+
+    def get_test_dataloader(self, test_dataset: Dataset) -> DataLoader:
+        return eval_dataloader(
+            test_dataset, self.args, self.data_collator, self.strategy.eval_sampler(test_dataset)
+        )
+
+    def _eval_dataset_named(self, eval_dataset: Dataset | str | None) -> Dataset:
+        if eval_dataset is not None and not isinstance(eval_dataset, str):
+            return eval_dataset
+        if self.eval_dataset is None:
+            raise TrainerConfigError("no eval_dataset: pass one to the Trainer or to this call")
+        if isinstance(eval_dataset, str):
+            if not isinstance(self.eval_dataset, dict) or eval_dataset not in self.eval_dataset:
+                names = sorted(self.eval_dataset) if isinstance(self.eval_dataset, dict) else []
+                raise TrainerConfigError(f"no eval dataset named '{eval_dataset}'; the Trainer has {names}")
+            return self.eval_dataset[eval_dataset]
+        if isinstance(self.eval_dataset, dict):
+            raise TrainerConfigError(
+                f"the Trainer has several eval datasets ({sorted(self.eval_dataset)}): name the one to load"
+            )
+        return self.eval_dataset
+
+    def _load_callback_state(self) -> None:
+        """transformers' restore of `state.stateful_callbacks` (with restore_callback_states_from_checkpoint): each
+        registered stateful callback and the control are re-created from the checkpoint's state."""
+        if not self.args.restore_callback_states_from_checkpoint:
+            return
+        self.control, missing = recreate_callbacks(
+            self.callback_handler, self.control, self.state.stateful_callbacks
+        )
+        if missing:
+            logger.warning(  # formatted: the message names the callbacks for whoever reads it, tests included
+                f"the checkpoint holds the state of callbacks this Trainer does not have, ignored: {', '.join(missing)}"
+            )
 
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
         """The optimizer over `model` (the placed/wrapped one during train(), else self.model)."""
