@@ -36,7 +36,6 @@ from trainer.data import (
     train_dataloader,
 )
 from trainer.errors import TrainerConfigError, TrainerError
-from trainer.evaluation import evaluation_loop
 from trainer.events import Event
 from trainer.hub import HubMixin
 from trainer.memory import MemoryTracker, track_memory
@@ -45,6 +44,7 @@ from trainer.modeling import call_model, labels_of, prepare_model, split_labels,
 from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
 from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
 from trainer.plan import TrainingPlan, build_plan
+from trainer.public_api import PublicMethodsMixin
 from trainer.reporting import MetricsReportingMixin
 from trainer.search import search_backend
 from trainer.seed import enable_full_determinism, set_seed
@@ -58,7 +58,7 @@ DEFAULT_CALLBACKS = [DefaultFlowCallback]
 TRAINER_STATE_NAME = ckpt.STATE_FILE
 
 
-class Trainer(MetricsReportingMixin, HubMixin):
+class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     """Train, evaluate and predict with any `torch.nn.Module` (transformers models included).
 
     The model returns its loss (a scalar tensor, or `loss` in a dict or output object), or `compute_loss_func(outputs,
@@ -271,7 +271,7 @@ class Trainer(MetricsReportingMixin, HubMixin):
     def training_step(self, model: torch.nn.Module, inputs: Any, loss_weight: float = 1.0) -> torch.Tensor:
         """Forward and backward of one micro-batch; returns the detached loss times `loss_weight`."""
         inputs = self.strategy.move_batch(inputs)
-        with self.strategy.autocast():
+        with self.compute_loss_context_manager():
             loss = self.compute_loss(model, inputs)
         if loss_weight != 1.0:
             loss = loss * loss_weight
@@ -397,7 +397,7 @@ class Trainer(MetricsReportingMixin, HubMixin):
             return metrics
         self._place_model()
         loader = self.get_eval_dataloader(dataset)
-        output = evaluation_loop(self, loader, metric_key_prefix, self.args.prediction_loss_only)
+        output = self.evaluation_loop(loader, "Evaluation", metric_key_prefix=metric_key_prefix)
         metrics = output.metrics
         self.log(metrics)
         self.fire(Event.ON_EVALUATE, metrics=metrics, eval_dataloader=loader)
@@ -409,9 +409,9 @@ class Trainer(MetricsReportingMixin, HubMixin):
     ) -> PredictionOutput:
         self._place_model()
         loader = self.get_test_dataloader(test_dataset)
-        output = evaluation_loop(self, loader, metric_key_prefix, False)
+        output = self.evaluation_loop(loader, "Prediction", False, metric_key_prefix=metric_key_prefix)
         self.fire(Event.ON_PREDICT, metrics=output.metrics, eval_dataloader=loader)
-        return output
+        return PredictionOutput(output.predictions, output.label_ids, output.metrics)
 
     def prediction_step(
         self, model: torch.nn.Module, inputs: Any, prediction_loss_only: bool, ignore_keys: Any = None
@@ -662,9 +662,9 @@ class Trainer(MetricsReportingMixin, HubMixin):
             self.model = self.model.to(self.strategy.device)
             self._model_placed = True
 
-    def _call_model_init(self) -> torch.nn.Module:
+    def _call_model_init(self, trial: Any = None) -> torch.nn.Module:
         # transformers also accepts `model_init(trial)` (hyperparameter search); outside a search the trial is None.
-        model = self.model_init(None) if _takes_a_trial(self.model_init) else self.model_init()
+        model = self.model_init(trial) if _takes_a_trial(self.model_init) else self.model_init()
         if model is None:
             raise TrainerConfigError("model_init returned None; it must return a torch.nn.Module")
         return model
