@@ -137,6 +137,10 @@ class PublicMethodsMixin:
         """Predictions, labels and `<prefix>_*` metrics over `dataloader` (evaluate and predict go through here,
         so a subclass that overrides it changes both)."""
         loss_only = self.args.prediction_loss_only if prediction_loss_only is None else prediction_loss_only
+        if not getattr(self, "is_in_train", False) and (self.args.bf16_full_eval or self.args.fp16_full_eval):
+            # transformers casts the model itself (not autocast) for a standalone evaluation, and leaves it cast
+            dtype = torch.bfloat16 if self.args.bf16_full_eval else torch.float16
+            self.model = self.model.to(dtype=dtype)
         output = run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only)  # type: ignore[arg-type]
         count = len(dataloader.dataset) if has_length(dataloader.dataset) else None
         return EvalLoopOutput(output.predictions, output.label_ids, output.metrics, count)

@@ -27,6 +27,7 @@ from trainer.callbacks import (
     recreate_callbacks,
     restore_callback_states,
 )
+from trainer.columns import drop_unused_columns
 from trainer.data import (
     accumulation_windows,
     batch_size_of,
@@ -38,9 +39,18 @@ from trainer.data import (
 from trainer.errors import TrainerConfigError, TrainerError
 from trainer.events import Event
 from trainer.hub import HubMixin
-from trainer.memory import MemoryTracker, track_memory
+from trainer.label_smoothing import smoothed_loss_and_outputs
+from trainer.memory import MemoryTracker, empty_device_cache, track_memory
 from trainer.meter import create_loss_meter
-from trainer.modeling import call_model, labels_of, prepare_model, split_labels, training_flos_per_token
+from trainer.modeling import (
+    call_model,
+    is_mapping,
+    labels_of,
+    prepare_model,
+    split_labels,
+    training_flos_per_token,
+)
+from trainer.neftune import activate_neftune
 from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
 from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
 from trainer.plan import TrainingPlan, build_plan
@@ -121,6 +131,10 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             optimizer=None,
             lr_scheduler=None,
         )
+        self.is_in_train = False  # transformers' flag: evaluate() casts for *_full_eval only outside training
+        self._neftune_hook: Any = None
+        if self.args.log_level != "passive" or self.args.log_level_replica != "warning":
+            logging.getLogger("trainer").setLevel(self.args.get_process_log_level())
         self._memory.stop("init")
         self.fire(Event.ON_INIT_END)
 
@@ -186,6 +200,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
 
     def _train_loop(self, batch_size: int, checkpoint: Path | None) -> TrainOutput:
         args = self.args
+        self.is_in_train = True
         self._seed()  # the run's random stream starts here, whatever ran before
         loader = self.get_train_dataloader(batch_size)
         plan = build_plan(args, loader)
@@ -238,10 +253,13 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     def _optimizer_step(self, window: list[Any]) -> torch.Tensor:
         """Forward and backward over one accumulation window, then clip and step. Returns the window's loss."""
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
+        every = self.args.torch_empty_cache_steps
+        if every and self.state.global_step % every == 0:
+            empty_device_cache(strategy.device)
         if len(window) == 1:
             batch = window[0]
             self._samples_since_log += batch_size_of(batch)
-            self._tokens_since_log += tokens_in(batch)
+            self._tokens_since_log += tokens_in(batch, self._count_non_padding)
             step_loss = self.training_step(model, batch)
         else:
             # Weight each micro-batch by its share of the window's samples: the mean over the window equals the
@@ -249,7 +267,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             sizes = [batch_size_of(batch) for batch in window]
             total = sum(sizes)
             self._samples_since_log += total
-            self._tokens_since_log += sum(tokens_in(batch) for batch in window)
+            self._tokens_since_log += sum(tokens_in(batch, self._count_non_padding) for batch in window)
             step_loss = 0.0
             for i, batch in enumerate(window):
                 last = i == len(window) - 1
@@ -290,6 +308,10 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             outputs = call_model(model, features)
             n_items = num_items_in_batch if num_items_in_batch is not None else batch_size_of(inputs)
             loss = self.compute_loss_func(outputs, labels, num_items_in_batch=n_items)
+        elif self.args.label_smoothing_factor > 0 and is_mapping(inputs) and "labels" in inputs:
+            loss, outputs = smoothed_loss_and_outputs(
+                model, self.strategy.unwrap(model), inputs, self.args.label_smoothing_factor
+            )
         else:
             outputs = call_model(model, inputs)
             loss = loss_of(outputs)
@@ -321,6 +343,8 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             logs["grad_norm"] = float(self._grad_norm)
         logs["learning_rate"] = current_learning_rate(self.optimizer)
         logs.update(self._throughput())
+        if self.args.include_num_input_tokens_seen != "no":
+            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         self.log(logs)
 
     def _throughput(self) -> dict[str, float]:
@@ -439,7 +463,8 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             args.output_dir,
             step,
             self._write_checkpoint,
-            is_main=strategy.is_global_zero,
+            # save_on_each_node: nodes without a shared disk each keep their own copy
+            is_main=strategy.is_local_zero if args.save_on_each_node else strategy.is_global_zero,
             barrier=strategy.barrier,
         )
         if strategy.is_global_zero:
@@ -506,6 +531,10 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         }
         if state.num_input_tokens_seen:
             metrics["train_tokens_per_second"] = round(state.num_input_tokens_seen / runtime, 3)
+        if self._neftune_hook is not None:
+            self._neftune_hook.remove()  # the noise is for training only
+            self._neftune_hook = None
+        self.is_in_train = False
         peaks = self._memory.stop("train", metrics)
         state.peak_memory = peaks.to_dict() if peaks else {}
         self.log(dict(metrics))
@@ -554,20 +583,26 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
 
     # ---- building blocks (overridable) ------------------------------------------------------------------------
     def get_train_dataloader(self, batch_size: int | None = None) -> DataLoader:
-        sampler = self.strategy.train_sampler(self.train_dataset, shuffle=True, seed=self.args.sampler_seed)
+        dataset, collator = self._without_unused_columns(self.train_dataset)
+        sampler = self.strategy.train_sampler(dataset, shuffle=True, seed=self.args.sampler_seed)
         size = batch_size or self.args.per_device_train_batch_size
-        return train_dataloader(self.train_dataset, self.args, size, self.data_collator, sampler)
+        return train_dataloader(dataset, self.args, size, collator, sampler)
 
     def get_eval_dataloader(self, eval_dataset: Dataset | str | None = None) -> DataLoader:
         """The loader over `eval_dataset`: the Trainer's eval_dataset when None, or the one of that name when the
         Trainer holds a dict of them (as transformers)."""
-        dataset = self._eval_dataset_named(eval_dataset)
-        return eval_dataloader(dataset, self.args, self.data_collator, self.strategy.eval_sampler(dataset))
+        dataset, collator = self._without_unused_columns(self._eval_dataset_named(eval_dataset))
+        return eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
 
     def get_test_dataloader(self, test_dataset: Dataset) -> DataLoader:
-        return eval_dataloader(
-            test_dataset, self.args, self.data_collator, self.strategy.eval_sampler(test_dataset)
-        )
+        dataset, collator = self._without_unused_columns(test_dataset)
+        return eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
+
+    def _without_unused_columns(self, dataset: Dataset) -> tuple[Dataset, Any]:
+        if not self.args.remove_unused_columns:
+            return dataset, self.data_collator
+        model = self.strategy.unwrap(self.model)
+        return drop_unused_columns(dataset, self.data_collator, model, self.args.label_names)
 
     def _eval_dataset_named(self, eval_dataset: Dataset | str | None) -> Dataset:
         if eval_dataset is not None and not isinstance(eval_dataset, str):
@@ -621,6 +656,10 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             model, build_optimizer, build_scheduler
         )
         self._model_placed = True
+        if self.args.neftune_noise_alpha is not None and self._neftune_hook is None:
+            self._neftune_hook = activate_neftune(
+                self.strategy.unwrap(self.model), self.args.neftune_noise_alpha
+            )
         self._scheduler_per_step = steps_with_scheduler(self.lr_scheduler)
         self.callback_handler.bind(
             model=self.model,
@@ -653,6 +692,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         self._loss_sum, self._loss_steps = 0.0, 0
         self._grad_norm = None
         self._samples_since_log = self._tokens_since_log = self._samples_done = 0
+        self._count_non_padding = args.include_num_input_tokens_seen == "non_padding"
         self._flos_per_token = training_flos_per_token(self.strategy.unwrap(self.model))
         self._train_start = self._last_log_time = time.perf_counter()
         self._first_step = self._last_log_step = self.state.global_step
