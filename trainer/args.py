@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Union
 
+from trainer.accelerate_launch import apply_accelerate_launch
 from trainer.args_runtime import LOG_LEVELS, ProcessProperties
 from trainer.args_unsupported import check_unsupported
 from trainer.deepspeed_config import fill_deepspeed_config
@@ -197,6 +198,7 @@ class TrainingArguments(ProcessProperties):
         check_unsupported(self)
         _check_types(self)
         _normalise(self)
+        apply_accelerate_launch(self)  # before the checks: the launcher's settings are checked like the rest
         _normalise_transformers_fields(self)
         _check_values(self)
         _check_transformers_fields(self)
