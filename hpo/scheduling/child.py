@@ -49,6 +49,7 @@ class TrialJob:
     status_file: Path | None = None
     metric: str | None = None
     status_base: dict[str, Any] = field(default_factory=dict)
+    gpu_shared: Callable[[], int] | None = None  # other trials on this trial's GPU (the GPU gate's count)
 
 
 @dataclass
@@ -107,7 +108,12 @@ def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | 
         callbacks.append(SlotStatusCallback(job.status_file, job.metric, job.status_base))
     try:
         outcome = run_trial(
-            job.spec, job.study, trial, resume_from=job.resume_from, extra_callbacks=callbacks
+            job.spec,
+            job.study,
+            trial,
+            resume_from=job.resume_from,
+            extra_callbacks=callbacks,
+            gpu_shared=job.gpu_shared,
         )
     except KeyboardInterrupt:
         if connection is not None:
@@ -119,7 +125,11 @@ def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | 
 
 # ---- in the worker -------------------------------------------------------------------------------------------------
 def run_trial_processes(
-    job: TrialJob, heartbeat: Callable[[], None], stop_level: Callable[[], int], heartbeat_interval: float
+    job: TrialJob,
+    heartbeat: Callable[[], None],
+    stop_level: Callable[[], int],
+    heartbeat_interval: float,
+    on_start: Callable[[list[int]], None] | None = None,
 ) -> ChildResult:
     """Fork the trial's ranks, keep its heartbeat going, pass on stop requests, and collect rank 0's result.
 
@@ -138,6 +148,8 @@ def run_trial_processes(
         process.start()
         processes.append(process)
     writer.close()
+    if on_start is not None:
+        on_start([process.pid for process in processes])
     result = _supervise(processes, reader, heartbeat, stop_level, heartbeat_interval)
     for process in processes:
         process.join()

@@ -151,6 +151,9 @@ class ExperimentStoreCallback(TrainerCallback):
             {**origin, "retry_trial": self.run.trial_number},
         )
         status = "interrupted" if "interrupt" in reason.lower() else "failed"
+        if "out of memory" in reason.lower() and origin.get("oom_retry"):
+            # It ran out of GPU memory beside other trials: not a failure of its configuration.
+            status = "requeued"
         assert self.writer is not None
         self.writer.submit("runs", {"id": trial_run_id(self.run.study_name, int(previous)), "status": status})
 

@@ -18,7 +18,8 @@ Schema (JSON columns hold JSON text on both backends; times are unix seconds):
     hpo_metrics    one row per number in every Trainer log record
         run_id TEXT, step INTEGER (global step), epoch REAL, name TEXT, value REAL, time REAL
     hpo_events     run_id TEXT, time REAL, kind TEXT, message TEXT, data JSON
-        kinds: started, evaluated, pruned, failed, retried, resumed, interrupted, completed
+        kinds: started, evaluated, pruned, failed, retried, resumed, interrupted, completed, out_of_memory (a trial
+        that ran out of GPU memory while sharing its GPU: queued again, run status "requeued")
     hpo_artifacts  run_id TEXT, kind TEXT ("checkpoint" | "export"), path TEXT, sha256 TEXT, size INTEGER, step INTEGER,
                    time REAL.  For a folder, sha256 is the digest of its sorted "relative-path sha256-of-file" lines and
                    size is the sum of its files' sizes (see `hpo.tracking.digest`).
@@ -73,13 +74,24 @@ INDEXES: dict[str, list[list[str]]] = {
     "hpo_events": [["run_id", "time"], ["kind"]],
     "hpo_artifacts": [["run_id", "kind"]],
 }
-EVENT_KINDS = ("started", "evaluated", "pruned", "failed", "retried", "resumed", "interrupted", "completed")
+EVENT_KINDS = (
+    "started",
+    "evaluated",
+    "pruned",
+    "failed",
+    "retried",
+    "resumed",
+    "interrupted",
+    "completed",
+    "out_of_memory",
+)
 # An event of one of these kinds also sets the run's status.
 TERMINAL_STATUS = {
     "completed": "completed",
     "pruned": "pruned",
     "failed": "failed",
     "interrupted": "interrupted",
+    "out_of_memory": "requeued",
 }
 
 
