@@ -94,7 +94,8 @@ def format_values(values: list[float] | None) -> str:
 def trial_line(trial: FrozenTrial) -> str:
     """One finished trial, as `hpo run` and `hpo worker` print it."""
     attrs = trial.user_attrs
-    line = f"trial {trial.number:>3} {trial.state.name:<8}"
+    requeued = trial.state.name == "FAIL" and attrs.get("requeued")
+    line = f"trial {trial.number:>3} {'REQUEUED' if requeued else trial.state.name:<8}"
     if trial.state.name == "PRUNED":
         line += f" at step {attrs.get('pruned_step')}"
     elif trial.values is not None:
