@@ -74,7 +74,9 @@ def copy_next_to(folder: Path) -> None:
 
 
 class OnSimulatedGpu(TrainerCallback):
-    def __init__(self, gib: float = 5, oom_at_step: int | None = None, oom_always_at: int | None = None) -> None:
+    def __init__(
+        self, gib: float = 5, oom_at_step: int | None = None, oom_always_at: int | None = None
+    ) -> None:
         self.bytes = int(gib * GiB)
         self.oom_at_step, self.oom_always_at = oom_at_step, oom_always_at
         self.path = Path(os.environ[DIR_VARIABLE]) / f"pid-{os.getpid()}"

@@ -65,7 +65,9 @@ def test_the_pool_runs_the_first_trial_alone_then_packs_what_free_memory_allows(
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
     assert {t.user_attrs["slot"] for t in trials} == {"gpu 0"}
     first, *later = sorted(trials, key=lambda t: t.datetime_start)
-    assert first.user_attrs["gpu_admission"].startswith("start: no trial on this GPU (12.0 GiB free of 12.0 GiB)")
+    assert first.user_attrs["gpu_admission"].startswith(
+        "start: no trial on this GPU (12.0 GiB free of 12.0 GiB)"
+    )
     assert all(t.datetime_start >= first.datetime_complete for t in later)  # alone until measured
     assert all(t.user_attrs["peak_gpu_memory"] == 4 * GiB for t in trials)  # + 1 GiB context = the 5 GiB held
     # 12 GiB - 5 GiB for the running trial - 0.6 GiB margin leaves room for one more of 5 GiB: two share the GPU.
@@ -81,7 +83,9 @@ def test_a_trial_out_of_memory_beside_another_is_queued_again_resumes_alone_and_
     states = [t.state for t in trials]
     assert states.count(TrialState.COMPLETE) == 4 and states.count(TrialState.FAIL) == 1 and len(trials) == 5
     (oom,) = [t for t in trials if t.state == TrialState.FAIL]
-    assert oom.user_attrs["requeued"] and oom.user_attrs["cuda_oom"] and oom.user_attrs["oom_shared_with"] == 1
+    assert (
+        oom.user_attrs["requeued"] and oom.user_attrs["cuda_oom"] and oom.user_attrs["oom_shared_with"] == 1
+    )
     assert oom.user_attrs["error"] == (
         "CUDA out of memory: the trial asked for 2.00 GiB on GPU 0 (2.00 GiB free of 12.00 GiB; 4.00 GiB allocated "
         "by this trial's PyTorch; 5.00 GiB held by other processes), while sharing the GPU with 1 other trial(s): "
