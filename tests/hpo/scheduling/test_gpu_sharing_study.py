@@ -47,10 +47,15 @@ def load(folder: Path) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False)
 
 
-def hpo_run(folder: Path, gib: float = 12) -> subprocess.CompletedProcess:
+def hpo(folder: Path, *command: str, gib: float = 12) -> subprocess.CompletedProcess:
+    """`hpo <command> study.yaml` on the simulated GPU, as a user would run it."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "400", **simulated_gpu.environment(folder, gib)}
-    command = [sys.executable, "-m", "hpo.cli", "run", str(folder / "study.yaml"), "--no-dry-run"]
-    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    argv = [sys.executable, "-m", "hpo.cli", command[0], str(folder / "study.yaml"), *command[1:]]
+    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+
+
+def hpo_run(folder: Path) -> subprocess.CompletedProcess:
+    return hpo(folder, "run", "--no-dry-run")
 
 
 def test_the_pool_runs_the_first_trial_alone_then_packs_what_free_memory_allows(tmp_path, monkeypatch):
@@ -104,6 +109,9 @@ def test_a_trial_out_of_memory_beside_another_is_queued_again_resumes_alone_and_
         assert not store.events(kind="failed")
         resumed = store.events(trial_run_id("test", retry.number), kind="resumed")
         assert resumed and resumed[0]["data"]["global_step"] == 4
+    status = hpo(tmp_path, "status")
+    assert "4 complete, 1 requeued" in status.stdout, status.stdout
+    assert "peak gpu" in status.stdout and status.stdout.count("4.0 GiB") == 4  # the simulated peaks
 
 
 def test_a_trial_out_of_memory_alone_fails_with_one_line_stored_once(tmp_path):
