@@ -33,7 +33,8 @@ def gpu_study(folder: Path, n_trials: int, callback: dict, **resources) -> Path:
         folder,
         delay=0.1,
         study={"n_trials": n_trials},
-        training={"max_steps": 20, "save_steps": 4, "eval_steps": 4, "logging_steps": 4},
+        # use_cpu: the GPU is simulated; on a machine with a real GPU 0 the trials still train on the CPU.
+        training={"max_steps": 20, "save_steps": 4, "eval_steps": 4, "logging_steps": 4, "use_cpu": True},
         resources={"trials_per_gpu": "auto", "threads_per_trial": 1, **resources},
         callbacks=[{"import": "simulated_gpu:OnSimulatedGpu", "args": callback}],
         tracking={"store": True},
