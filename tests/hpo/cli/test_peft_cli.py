@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from hpo.cli import main
+from hpo.tracking.store import open_store
 
 TASK = {
     "model_init": "studies.tasks.minilm:model_init",
@@ -135,4 +136,17 @@ def test_a_lora_study_runs_adapter_sized_trials(tmp_path, capsys, monkeypatch):
         {"query", "key", "value", "dense"},
     )
     # LoRA on every linear layer of MiniLM at r=8 (with its Adam state) is ~4 MB; the full model's checkpoint ~270 MB
-    assert sum(p.stat().st_size for p in checkpoint.iterdir()) < 6_000_000
+    size = sum(p.stat().st_size for p in checkpoint.iterdir())
+    assert size < 6_000_000
+
+    # The store and `hpo status` show what the trial trained and what its checkpoint costs.
+    (run,) = open_store(str(tmp_path / "runs" / "lora" / "experiments.db")).runs(study_name="lora")
+    assert run["checkpoint_bytes"] == size
+    assert 10_000 < run["trainable_params"] < 1_000_000  # the adapter and the head, not MiniLM's 22M
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "200")  # a wide console: every column on one line
+    assert run_main("status", str(path)) == 0
+    out = capsys.readouterr().out
+    assert "trained params" in out and "checkpoint" in out
+    shown = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
+    assert f"{run['trainable_params'] / 1000:.1f}k" in out and shown in out
