@@ -32,6 +32,8 @@ def retrain_spec(
         training={**spec.training, **training},
         tracking=tracking,
         export=spec.export,
+        # an adapter study retrains the trial's adapter: the file's peft: section with the trial's sampled options
+        peft={**spec.peft, **spec.peft_params(dict(trial.params))} if spec.peft is not None else None,
     )
     run_spec._source = spec.source  # noqa: SLF001 - errors name the study file
     return run_spec, trial
