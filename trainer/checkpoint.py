@@ -152,6 +152,11 @@ def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | Pa
     return deleted
 
 
+def folder_bytes(path: str | Path) -> int:
+    """The bytes of every file under a checkpoint (or any) folder: what it costs on disk."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
 # ---- RNG state ---------------------------------------------------------------------------------------------------
 def rng_file(rank: int) -> str:
     return "rng_state.pth" if rank == 0 else f"rng_state_{rank}.pth"
