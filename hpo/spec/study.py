@@ -19,6 +19,7 @@ from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
+from hpo.spec.pbt import PbtSchedulerSpec, check_pbt
 from hpo.spec.run import check_training
 from hpo.spec.search_space import ParamSpec
 from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec
@@ -72,6 +73,9 @@ class StudySection(Section):
     enqueue: list[dict[str, Any]] = []
     max_failures: int | None = Field(None, ge=1)
     keep_checkpoints: KeepCheckpointsSpec = KeepCheckpointsSpec()
+    scheduler: PbtSchedulerSpec | None = (
+        None  # None: every trial trains straight through (Optuna's pruners apply)
+    )
 
     @field_validator("storage")
     @classmethod
@@ -152,6 +156,8 @@ class StudySpec(Section):
         _check_conditions(self.search_space)
         self._check_training()
         self._check_strategy()
+        if self.study.scheduler is not None:
+            check_pbt(self)  # before the pruner is chosen: PBT takes no pruner
         # A study with one objective watches it (hpo.trial.run sets metric_for_best_model); several need the file's.
         has_metric = not self.study.is_multi_objective or bool(self.training.get("metric_for_best_model"))
         check_early_stopping(self.callbacks, evaluates=self.evaluation_always_on(), has_metric=has_metric)
@@ -231,6 +237,9 @@ class StudySpec(Section):
 
     def _choose_pruner(self) -> None:
         evaluates = self.evaluation_always_on()
+        if self.study.pruner is None and self.study.scheduler is not None:
+            self.study.pruner = PrunerSpec(type="none")  # the scheduler decides which members continue
+            return
         if self.study.pruner is None:
             self.study.pruner = PrunerSpec(
                 type="median" if evaluates and not self.study.is_multi_objective else "none"

@@ -1,0 +1,150 @@
+"""`study.scheduler: {type: pbt, ...}`: population-based training (Jaderberg et al. 2017).
+
+    scheduler:
+      type: pbt
+      population: 8                 # members (trials); members beyond the free slots queue
+      perturbation_interval: 50     # steps between two exploit/explore decisions
+      max_resource: 400             # steps each member trains (its learning-rate schedule is laid out for these)
+      quantile_fraction: 0.25       # the bottom quarter copies a member of the top quarter
+      resample_probability: 0.25    # a perturbed value is drawn anew from the search space this often
+      mutations:
+        learning_rate: {factors: [0.8, 1.2]}
+        weight_decay: {resample: true}
+
+Only hyperparameters that can change in the middle of a run may mutate: the optimizer's param-group values
+(`MUTABLE_TRAINING`) and the model parameters the task names under `task.mutable` (e.g. dropout, with a function that
+sets it on a built model). Anything else (a hidden size, a batch size, a schedule type) would need a new model or a new
+optimizer, which an exploit cannot carry over, so it is refused before the study starts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, model_validator
+
+from hpo.spec.base import Section
+from hpo.spec.errors import FieldProblem
+from hpo.spec.search_space import ParamSpec
+
+if TYPE_CHECKING:
+    from hpo.spec.study import StudySpec
+
+# TrainingArguments fields that live in the optimizer's param groups, so they can change between two steps.
+MUTABLE_TRAINING = ("learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon")
+
+
+class MutationSpec(Section):
+    factors: list[float] | None = None
+    resample: bool = False
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> MutationSpec:
+        if self.factors is None and not self.resample:
+            raise FieldProblem(None, "give factors: [0.8, 1.2] (perturb) or resample: true (draw anew)")
+        if self.factors is not None and self.resample:
+            raise FieldProblem(None, "give factors or resample: true, not both")
+        if self.factors is not None:
+            if not self.factors:
+                raise FieldProblem("factors", "list at least one factor, e.g. [0.8, 1.2]")
+            if any(not f > 0 for f in self.factors):
+                raise FieldProblem("factors", f"every factor must be > 0 (got {self.factors})")
+        return self
+
+
+class PbtSchedulerSpec(Section):
+    type: Literal["pbt"]
+    population: int = Field(ge=2)
+    perturbation_interval: int = Field(ge=1)
+    max_resource: int = Field(ge=1)
+    quantile_fraction: float = Field(0.25, gt=0, le=0.5)
+    resample_probability: float = Field(0.25, ge=0, le=1)
+    mutations: dict[str, MutationSpec]
+
+    @model_validator(mode="after")
+    def _check(self) -> PbtSchedulerSpec:
+        if not self.mutations:
+            raise FieldProblem(
+                "mutations", "name at least one hyperparameter, e.g. learning_rate: {factors: [0.8, 1.2]}"
+            )
+        if self.max_resource < self.perturbation_interval:
+            raise FieldProblem(
+                "max_resource",
+                f"{self.max_resource} steps is shorter than one perturbation_interval ({self.perturbation_interval}); "
+                "members would never exploit",
+            )
+        return self
+
+    def intervals(self) -> list[int]:
+        """The steps at which a member stops, is scored and may exploit; the last is max_resource."""
+        steps = list(range(self.perturbation_interval, self.max_resource, self.perturbation_interval))
+        return [*steps, self.max_resource]
+
+
+def check_mutations(
+    scheduler: PbtSchedulerSpec, space: dict[str, ParamSpec], task_mutable: list[str]
+) -> None:
+    """Refuse a mutation of a hyperparameter that cannot change mid-run, or one the search space does not define."""
+    listing = (
+        f"hyperparameters that can change mid-run: {', '.join(MUTABLE_TRAINING)}"
+        + (f", and the task's {', '.join(task_mutable)}" if task_mutable else "")
+        + " (a task adds model parameters under task.mutable, e.g. dropout: my_task:set_dropout)"
+    )
+    for name, mutation in scheduler.mutations.items():
+        where = f"study.scheduler.mutations.{name}"
+        param = space.get(name)
+        if param is None:
+            raise FieldProblem(
+                where, f"not a parameter of search_space; a mutation needs its range there ({listing})"
+            )
+        mutable = name in task_mutable if param.target == "model" else name in MUTABLE_TRAINING
+        if not mutable:
+            raise FieldProblem(where, f"{name} cannot change in the middle of a run; {listing}")
+        if param.type == "fixed":
+            raise FieldProblem(where, f"{name} is fixed in search_space; give it a range to mutate within")
+        if mutation.factors is not None and param.type not in ("float", "int"):
+            raise FieldProblem(
+                where, f"factors need a numeric range, {name} is {param.type}; use resample: true"
+            )
+        if name == "weight_decay" and param.type in ("float", "int") and param.low <= 0:
+            raise FieldProblem(
+                f"search_space.{name}.low",
+                "must be > 0 for PBT: a weight decay of 0 builds a single parameter group (no decay split), so "
+                "members could not share optimizer state",
+            )
+    for name in space:
+        param = space[name]
+        if param.when and name in scheduler.mutations:
+            raise FieldProblem(
+                f"study.scheduler.mutations.{name}",
+                "a conditional parameter (when:) cannot mutate; remove when:",
+            )
+
+
+def check_pbt(spec: StudySpec) -> None:
+    """What a PBT study needs from the rest of the file: one objective, no pruner, its length set by max_resource."""
+    scheduler = spec.study.scheduler
+    assert scheduler is not None
+    if spec.study.is_multi_objective:
+        raise FieldProblem(
+            "study.scheduler",
+            f"PBT ranks members by one metric; the study has {len(spec.study.metrics or [])}",
+        )
+    if spec.study.pruner is not None and spec.study.pruner.enabled:
+        raise FieldProblem(
+            "study.pruner",
+            "PBT decides which members continue; remove the pruner (or set pruner: {type: none})",
+        )
+    for name in ("max_steps", "num_train_epochs"):
+        if name in spec.search_space:
+            raise FieldProblem(
+                f"search_space.{name}", "a PBT member trains study.scheduler.max_resource steps; remove it"
+            )
+    given = spec.training.get("max_steps")
+    if given is not None and int(given) > 0 and int(given) != scheduler.max_resource:
+        raise FieldProblem(
+            "training.max_steps",
+            f"is {given} but study.scheduler.max_resource is {scheduler.max_resource}; remove training.max_steps "
+            "(max_resource sets how long each member trains)",
+        )
+    check_mutations(scheduler, spec.search_space, sorted(spec.task.mutable))
