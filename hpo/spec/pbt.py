@@ -19,7 +19,7 @@ optimizer, which an exploit cannot carry over, so it is refused before the study
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -67,13 +67,45 @@ class PbtSchedulerSpec(Section):
             raise FieldProblem(
                 "mutations", "name at least one hyperparameter, e.g. learning_rate: {factors: [0.8, 1.2]}"
             )
-        if self.max_resource < self.perturbation_interval:
+        if (
+            self.max_resource % self.perturbation_interval != 0
+            or self.max_resource < self.perturbation_interval
+        ):
             raise FieldProblem(
                 "max_resource",
-                f"{self.max_resource} steps is shorter than one perturbation_interval ({self.perturbation_interval}); "
-                "members would never exploit",
+                f"must be a multiple of perturbation_interval ({self.perturbation_interval}), so every member is "
+                f"scored at its last step as at every interval (got {self.max_resource})",
             )
         return self
+
+    def settle(self, training: dict[str, Any]) -> dict[str, Any]:
+        """The training section a member runs with: max_resource steps, evaluated and saved at every interval, every
+        checkpoint kept (another member may copy it). Conflicting settings are refused, naming the field."""
+        interval = self.perturbation_interval
+        given = training.get("max_steps")
+        if given is not None and int(given) > 0 and int(given) != self.max_resource:
+            raise FieldProblem(
+                "training.max_steps",
+                f"is {given} but study.scheduler.max_resource is {self.max_resource}; remove training.max_steps "
+                "(max_resource sets how long each member trains)",
+            )
+        settled = {**training, "max_steps": self.max_resource}
+        for kind in ("eval", "save"):
+            strategy, steps = training.get(f"{kind}_strategy", "no"), training.get(f"{kind}_steps")
+            if strategy in ("no", None) or steps is None:
+                settled.update({f"{kind}_strategy": "steps", f"{kind}_steps": interval})
+            elif strategy != "steps" or float(steps) < 1 or interval % int(steps) != 0:
+                raise FieldProblem(
+                    f"training.{kind}_steps",
+                    f"a PBT member is scored and saved every perturbation_interval ({interval}) steps; remove "
+                    f"training.{kind}_strategy/{kind}_steps, or make {kind}_steps divide {interval}",
+                )
+        if training.get("save_total_limit") is not None:
+            raise FieldProblem(
+                "training.save_total_limit",
+                "PBT keeps the checkpoints other members may copy (and removes them once no member can); remove it",
+            )
+        return settled
 
     def intervals(self) -> list[int]:
         """The steps at which a member stops, is scored and may exploit; the last is max_resource."""
@@ -140,11 +172,12 @@ def check_pbt(spec: StudySpec) -> None:
             raise FieldProblem(
                 f"search_space.{name}", "a PBT member trains study.scheduler.max_resource steps; remove it"
             )
-    given = spec.training.get("max_steps")
-    if given is not None and int(given) > 0 and int(given) != scheduler.max_resource:
+    if spec.study.objective == "best" and "objective" in spec.study.model_fields_set:
         raise FieldProblem(
-            "training.max_steps",
-            f"is {given} but study.scheduler.max_resource is {scheduler.max_resource}; remove training.max_steps "
-            "(max_resource sets how long each member trains)",
+            "study.objective",
+            "a PBT member's value is its score at max_resource (its best evaluation may be another member's, from "
+            "before it copied); remove objective or set it to last",
         )
+    spec.study.objective = "last"
+    spec.training = scheduler.settle(spec.training)
     check_mutations(scheduler, spec.search_space, sorted(spec.task.mutable))

@@ -153,11 +153,11 @@ class StudySpec(Section):
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
         self._resolve_targets()
+        if self.study.scheduler is not None:
+            check_pbt(self)  # settles the training section (checked next) and takes no pruner
         _check_conditions(self.search_space)
         self._check_training()
         self._check_strategy()
-        if self.study.scheduler is not None:
-            check_pbt(self)  # before the pruner is chosen: PBT takes no pruner
         # A study with one objective watches it (hpo.trial.run sets metric_for_best_model); several need the file's.
         has_metric = not self.study.is_multi_objective or bool(self.training.get("metric_for_best_model"))
         check_early_stopping(self.callbacks, evaluates=self.evaluation_always_on(), has_metric=has_metric)

@@ -10,6 +10,7 @@ import pytest
 from study_task import write_study
 
 from hpo.cli import main
+from hpo.spec import load_study_spec
 
 PBT = {
     "type": "pbt",
@@ -91,7 +92,18 @@ def test_dropout_mutates_only_where_the_task_exposes_it(tmp_path, capsys):
             "study.scheduler.mutations.learning_rate: give factors: [0.8, 1.2] (perturb) or resample: true",
         ),
         ({**PBT, "population": 1}, {}, "study.scheduler.population: must be greater than or equal to 2"),
-        ({**PBT, "max_resource": 2}, {}, "study.scheduler.max_resource: 2 steps is shorter than one"),
+        (
+            {**PBT, "max_resource": 2},
+            {},
+            "study.scheduler.max_resource: must be a multiple of perturbation_interval",
+        ),
+        (
+            {**PBT, "max_resource": 10},
+            {},
+            "study.scheduler.max_resource: must be a multiple of perturbation_interval",
+        ),
+        (PBT, {"training": {"save_total_limit": 1}}, "training.save_total_limit: PBT keeps the checkpoints"),
+        (PBT, {"training": {"eval_steps": 3}}, "training.eval_steps: a PBT member is scored and saved every"),
         (
             PBT,
             {"training": {"max_steps": 30}},
@@ -114,3 +126,12 @@ def test_pbt_refuses_an_explicit_pruner(tmp_path, capsys):
     )
     code, out = _cli(["validate", str(path), "--no-dry-run"], capsys)
     assert code == 2 and "study.pruner: PBT decides which members continue" in out
+
+
+def test_members_train_max_resource_steps_scored_and_saved_at_every_interval(tmp_path):
+    path = write_study(tmp_path, study={"scheduler": {**PBT, "max_resource": 24}}, training={"max_steps": None})
+    spec = load_study_spec(str(path))
+    assert spec.training["max_steps"] == 24
+    assert (spec.training["eval_steps"], spec.training["save_steps"]) == (4, 4)
+    assert spec.study.objective == "last"  # the member's value is its score at max_resource
+    assert spec.study.scheduler.intervals() == [4, 8, 12, 16, 20, 24]
