@@ -13,6 +13,7 @@ from optuna.trial import FrozenTrial
 
 from hpo.errors import HpoError
 from hpo.spec import RunSpec, Spec, StudySpec
+from hpo.storage.lineage import as_records, latest_by_member, member_of, schedule
 from hpo.storage.study_db import load_existing_study, pick_trial
 from hpo.tracking.events import store_location
 from hpo.tracking.store import open_store, trial_run_id
@@ -36,6 +37,9 @@ class ExportSource:
     trial_number: int | None = None
     run_id: str | None = None
     study_summary: dict[str, Any] = field(default_factory=dict)
+    schedule: list[dict[str, Any]] | None = (
+        None  # PBT: the member's hyperparameters by step (storage.lineage)
+    )
 
 
 # ---- a study ----------------------------------------------------------------------------------------------------
@@ -46,13 +50,21 @@ def study_source(
     metrics = list(spec.study.metrics or [])
     trial = pick_trial(study, spec, trial_number, metric)
     checkpoint = trial_checkpoint(trial)
-    training, model_params = spec.split_params(dict(trial.params))
+    params, steps = dict(trial.params), None
+    if spec.study.scheduler is not None and spec.study.scheduler.type == "pbt":
+        # The weights were trained along a schedule; the member's latest values build the model they load into.
+        trials = study.get_trials(deepcopy=False)
+        steps = as_records(
+            schedule(latest_by_member(trials), member_of(trial, {t.number: t for t in trials}))
+        )
+        params = dict(steps[-1]["params"])
+    training, model_params = spec.split_params(params)
     return ExportSource(
         spec=spec,
         kind="trial",
         checkpoint=checkpoint,
         step=checkpoint_step(checkpoint),
-        params=dict(trial.params),
+        params=params,
         model_params=model_params,
         training=training,
         arguments=checkpoint_arguments(
@@ -65,6 +77,7 @@ def study_source(
         trial_number=trial.number,
         run_id=trial_run_id(study.study_name, trial.number),
         study_summary=summarize_study(study, spec, trial.number),
+        schedule=steps,
     )
 
 

@@ -24,6 +24,7 @@ from optuna.trial import FrozenTrial
 from hpo.storage.study_db import storage_of
 
 LINEAGE = "hpo:lineage"
+MEMBER = "pbt_member"  # user attribute: the member a trial belongs to (a crash retry continues its member)
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,10 @@ class Segment:
 def segments(trial: FrozenTrial) -> list[Segment]:
     """The member's own segments; a trial without lineage is one segment of its sampled parameters."""
     stored = trial.system_attrs.get(LINEAGE)
+    member = int(trial.user_attrs.get(MEMBER, trial.number))
     if not stored:
-        return [Segment(0, dict(trial.params), None, trial.number)]
-    return [Segment(int(s["step"]), dict(s["params"]), s.get("source"), trial.number) for s in stored]
+        return [Segment(0, dict(trial.params), None, member)]
+    return [Segment(int(s["step"]), dict(s["params"]), s.get("source"), member) for s in stored]
 
 
 def current_params(trial: FrozenTrial) -> dict[str, Any]:
@@ -87,3 +89,40 @@ def changes(steps: list[Segment]) -> dict[int, dict[str, Any]]:
 def as_records(steps: list[Segment]) -> list[dict[str, Any]]:
     """A schedule for JSON (export cards, the dashboard): step, hyperparameters, the member that trained it."""
     return [{"step": s.step, "params": s.params, "member": s.member, "copied_from": s.source} for s in steps]
+
+
+# ---- members: a member is its first trial and the retries that continue it ---------------------------------------
+def member_of(trial: FrozenTrial, by_number: Mapping[int, FrozenTrial]) -> int:
+    """The member a trial belongs to: its `pbt_member` attribute, else the member of the trial it retries."""
+    seen = set()
+    while trial.number not in seen:
+        seen.add(trial.number)
+        if trial.user_attrs.get(MEMBER) is not None:
+            return int(trial.user_attrs[MEMBER])
+        previous = trial.user_attrs.get("requeued_from_trial")
+        if previous is None or int(previous) not in by_number:
+            return trial.number
+        trial = by_number[int(previous)]
+    return trial.number
+
+
+def members(trials: list[FrozenTrial]) -> dict[int, list[FrozenTrial]]:
+    """Each member's trials, oldest first (its first trial, then the retries that continued it)."""
+    by_number = {t.number: t for t in trials}
+    grouped: dict[int, list[FrozenTrial]] = {}
+    for trial in sorted(trials, key=lambda t: t.number):
+        grouped.setdefault(member_of(trial, by_number), []).append(trial)
+    return grouped
+
+
+def latest_by_member(trials: list[FrozenTrial]) -> dict[int, FrozenTrial]:
+    """Each member's newest trial: the one that holds its lineage (a retry copies its predecessor's when it starts)."""
+    return {member: chain[-1] for member, chain in members(trials).items()}
+
+
+def member_scores(chain: list[FrozenTrial]) -> dict[int, float]:
+    """A member's score at each interval, by step, over all its trials."""
+    scores: dict[int, float] = {}
+    for trial in chain:
+        scores.update({int(step): float(value) for step, value in trial.intermediate_values.items()})
+    return scores
