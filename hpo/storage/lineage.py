@@ -10,6 +10,8 @@ Scores are the trial's intermediate values (`trial.report(score, step)` at every
 `hpo status` and the dashboards already read. A member's own segments say what *it* did; its `schedule` follows the
 copies back: before step 40 its weights are member 3's, so its schedule is member 3's schedule up to step 40, then its
 own from there. That schedule, applied from step 0 in one run, is PBT replay.
+
+This module imports only Optuna (the dashboards read lineage with it); writers pass the study's storage.
 """
 
 from __future__ import annotations
@@ -18,10 +20,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import optuna
+from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial
-
-from hpo.storage.study_db import storage_of
 
 LINEAGE = "hpo:lineage"
 MEMBER = "pbt_member"  # user attribute: the member a trial belongs to (a crash retry continues its member)
@@ -50,10 +50,9 @@ def current_params(trial: FrozenTrial) -> dict[str, Any]:
     return segments(trial)[-1].params
 
 
-def record_segment(study: optuna.Study, trial_id: int, segment: Segment) -> None:
+def record_segment(storage: BaseStorage, trial_id: int, segment: Segment) -> None:
     """Append a segment (a repeated record of the same step, after a crash between deciding and training, replaces
     the earlier one: the decision is seeded, so it is the same decision)."""
-    storage = storage_of(study)
     trial = storage.get_trial(trial_id)
     kept = [s for s in (trial.system_attrs.get(LINEAGE) or []) if int(s["step"]) < segment.step]
     if not kept and segment.step > 0:

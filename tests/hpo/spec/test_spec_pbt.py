@@ -129,7 +129,9 @@ def test_pbt_refuses_an_explicit_pruner(tmp_path, capsys):
 
 
 def test_members_train_max_resource_steps_scored_and_saved_at_every_interval(tmp_path):
-    path = write_study(tmp_path, study={"scheduler": {**PBT, "max_resource": 24}}, training={"max_steps": None})
+    path = write_study(
+        tmp_path, study={"scheduler": {**PBT, "max_resource": 24}}, training={"max_steps": None}
+    )
     spec = load_study_spec(str(path))
     assert spec.training["max_steps"] == 24
     assert (spec.training["eval_steps"], spec.training["save_steps"]) == (4, 4)

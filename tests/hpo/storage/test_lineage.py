@@ -15,7 +15,7 @@ from hpo.storage.lineage import (
     schedule,
     segments,
 )
-from hpo.storage.study_db import trial_id
+from hpo.storage.study_db import storage_of, trial_id
 
 IDS: dict[int, int] = {}
 
@@ -29,7 +29,7 @@ def study(tmp_path) -> optuna.Study:
     for lr in (0.1, 0.01, 0.001):
         trial = study.ask()
         IDS[trial.number] = trial_id(trial)
-        record_segment(study, trial_id(trial), Segment(0, {"learning_rate": lr, "hidden": 16}))
+        record_segment(storage_of(study), trial_id(trial), Segment(0, {"learning_rate": lr, "hidden": 16}))
     return study
 
 
@@ -46,9 +46,9 @@ def test_a_member_without_copies_is_its_own_schedule(study):
 def test_copies_are_followed_back_to_the_source_up_to_the_step_of_the_copy(study):
     ids = IDS
     # step 4: member 2 copies member 0 and explores; step 8: member 1 copies member 2 (which carries 0's history)
-    record_segment(study, ids[2], Segment(4, {"learning_rate": 0.12, "hidden": 16}, source=0))
-    record_segment(study, ids[0], Segment(8, {"learning_rate": 0.08, "hidden": 16}, source=None))
-    record_segment(study, ids[1], Segment(8, {"learning_rate": 0.144, "hidden": 16}, source=2))
+    record_segment(storage_of(study), ids[2], Segment(4, {"learning_rate": 0.12, "hidden": 16}, source=0))
+    record_segment(storage_of(study), ids[0], Segment(8, {"learning_rate": 0.08, "hidden": 16}, source=None))
+    record_segment(storage_of(study), ids[1], Segment(8, {"learning_rate": 0.144, "hidden": 16}, source=2))
     trials = by_number(study)
     steps = schedule(trials, 1)
     assert [(s.step, s.params["learning_rate"], s.member) for s in steps] == [
@@ -71,7 +71,7 @@ def test_copies_are_followed_back_to_the_source_up_to_the_step_of_the_copy(study
 
 
 def test_recording_the_same_step_again_replaces_it(study):
-    record_segment(study, IDS[0], Segment(4, {"learning_rate": 0.2, "hidden": 16}, source=1))
-    record_segment(study, IDS[0], Segment(4, {"learning_rate": 0.3, "hidden": 16}, source=2))
+    record_segment(storage_of(study), IDS[0], Segment(4, {"learning_rate": 0.2, "hidden": 16}, source=1))
+    record_segment(storage_of(study), IDS[0], Segment(4, {"learning_rate": 0.3, "hidden": 16}, source=2))
     stored = segments(by_number(study)[0])
     assert [(s.step, s.source, s.params["learning_rate"]) for s in stored] == [(0, None, 0.1), (4, 2, 0.3)]
