@@ -53,8 +53,10 @@ def run_trial(
     *,
     resume_from: str | None = None,
     extra_callbacks: Sequence[TrainerCallback] = (),
+    params: dict[str, Any] | None = None,
 ) -> TrialOutcome:
-    """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise."""
+    """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise.
+    `params` replaces the trial's sampled parameters (a PBT member trains with the values it copied and explored)."""
     started = time.time()
     run_dir = trial_dir(spec, trial.number)
     attrs: dict[str, Any] = {
@@ -68,7 +70,7 @@ def run_trial(
         trial.set_user_attr(key, value)
     tracking: list[TrainerCallback] = []
     try:
-        outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking)
+        outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking, params)
     except Exception as error:  # noqa: BLE001 - a failing trial must not stop the study
         message = f"{type(error).__name__}: {error}"
         outcome = TrialOutcome(TrialState.FAIL, None, None, message, {"traceback": traceback.format_exc()})
@@ -87,9 +89,10 @@ def _train_and_score(
     resume_from: str | None,
     extra: list[TrainerCallback],
     tracking: list[TrainerCallback],
+    given: dict[str, Any] | None = None,
 ) -> TrialOutcome:
     task = spec.task.resolve()
-    params = sample_params(trial, spec.search_space)
+    params = sample_params(trial, spec.search_space) if given is None else dict(given)
     training, model_params = spec.split_params(params)
     args = trial_arguments(spec, run_dir, trial.number, training)
     train_dataset, eval_dataset = task.data(dict(model_params))
