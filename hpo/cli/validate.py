@@ -69,6 +69,9 @@ def describe(spec: Spec, metrics: dict[str, float] | None) -> str:
 def describe_scheduler(spec: StudySpec) -> str:
     pbt = spec.study.scheduler
     assert pbt is not None
+    if pbt.type != "pbt":
+        options = ", ".join(f"{k} {v}" for k, v in pbt.model_dump(exclude={"type"}).items())
+        return f"  scheduler: {pbt.type}, {options}"
     mutations = ", ".join(
         f"{name} ({'resample' if m.resample else 'x' + '/'.join(f'{f:g}' for f in m.factors or [])})"
         for name, m in pbt.mutations.items()

@@ -154,19 +154,10 @@ def check_mutations(
 
 
 def check_pbt(spec: StudySpec) -> None:
-    """What a PBT study needs from the rest of the file: one objective, no pruner, its length set by max_resource."""
+    """What a PBT study needs beyond what every scheduler needs (one objective, no pruner, its settled length): the
+    member's value is its last score, the study's size is the population, and only mid-run values mutate."""
     scheduler = spec.study.scheduler
-    assert scheduler is not None
-    if spec.study.is_multi_objective:
-        raise FieldProblem(
-            "study.scheduler",
-            f"PBT ranks members by one metric; the study has {len(spec.study.metrics or [])}",
-        )
-    if spec.study.pruner is not None and spec.study.pruner.enabled:
-        raise FieldProblem(
-            "study.pruner",
-            "PBT decides which members continue; remove the pruner (or set pruner: {type: none})",
-        )
+    assert isinstance(scheduler, PbtSchedulerSpec)
     for name in ("max_steps", "num_train_epochs"):
         if name in spec.search_space:
             raise FieldProblem(
@@ -179,5 +170,11 @@ def check_pbt(spec: StudySpec) -> None:
             "before it copied); remove objective or set it to last",
         )
     spec.study.objective = "last"
-    spec.training = scheduler.settle(spec.training)
+    if spec.study.n_trials is not None and spec.study.n_trials != scheduler.population:
+        raise FieldProblem(
+            "study.n_trials",
+            f"is {spec.study.n_trials} but a PBT study trains its population ({scheduler.population}); remove "
+            "n_trials (population sets it)",
+        )
+    spec.study.n_trials = scheduler.population
     check_mutations(scheduler, spec.search_space, sorted(spec.task.mutable))

@@ -13,18 +13,25 @@ import warnings
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
-from hpo.spec.errors import FieldProblem, SpecError, join_path
+from hpo.spec.errors import FieldProblem, SpecError, join_path, problems_from_validation_error
+from hpo.spec.extras import check_strategy_installed
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.pbt import PbtSchedulerSpec, check_pbt
 from hpo.spec.run import check_training
+from hpo.spec.scheduler import SchedulerSpec
 from hpo.spec.search_space import ParamSpec
 from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
-from hpo.spec.training import build_training_arguments, check_training_keys, training_field_names
+from hpo.spec.training import (
+    build_training_arguments,
+    check_training_keys,
+    read_strategies,
+    training_field_names,
+)
 
 Direction = Literal["minimize", "maximize"]
 STORAGE_BACKENDS = ("sqlite", "postgresql", "mysql")
@@ -70,12 +77,25 @@ class StudySection(Section):
     timeout: float | None = Field(None, gt=0)
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec | None = None  # default: median for one objective with evaluations, else none
+    # Pauses trials and continues some (ASHA promotions, PBT members); excludes a pruner. `type:` picks the kind.
+    scheduler: SchedulerSpec | PbtSchedulerSpec | None = None
     enqueue: list[dict[str, Any]] = []
     max_failures: int | None = Field(None, ge=1)
     keep_checkpoints: KeepCheckpointsSpec = KeepCheckpointsSpec()
-    scheduler: PbtSchedulerSpec | None = (
-        None  # None: every trial trains straight through (Optuna's pruners apply)
-    )
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _scheduler_kind(cls, value: Any) -> Any:
+        """`type: pbt` is population-based training, any other ASHA; built here so an error names the field
+        (study.scheduler.population), not the union member pydantic tried."""
+        if not isinstance(value, dict):
+            return value
+        model = PbtSchedulerSpec if value.get("type") == "pbt" else SchedulerSpec
+        try:
+            return model.model_validate(value)
+        except ValidationError as error:
+            path, message = problems_from_validation_error(error, model)[0]
+            raise FieldProblem(path, message) from None
 
     @field_validator("storage")
     @classmethod
@@ -148,13 +168,12 @@ class StudySpec(Section):
     @classmethod
     def _training_keys(cls, training: dict[str, Any]) -> dict[str, Any]:
         check_training_keys(training)  # here, so a misspelt key is reported beside other field problems
-        return training
+        return read_strategies(training)
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
         self._resolve_targets()
-        if self.study.scheduler is not None:
-            check_pbt(self)  # settles the training section (checked next) and takes no pruner
+        self._check_scheduler()
         _check_conditions(self.search_space)
         self._check_training()
         self._check_strategy()
@@ -214,6 +233,7 @@ class StudySpec(Section):
                     f"is {self.resources.strategy} but training.strategy is {given}; give one of them",
                 )
         configured = configured_strategy(self.training)
+        self._check_installed(given, configured)
         if (
             configured
             and "strategy" in self.resources.model_fields_set
@@ -226,6 +246,17 @@ class StudySpec(Section):
                 f"{configured}, or remove training.{key}",
             )
 
+    def _check_installed(self, given: str, configured: str | None) -> None:
+        """The strategy trials would use must be importable, else every rank of every trial fails on the import."""
+        if given not in ("auto", "single"):
+            check_strategy_installed("training.strategy", given)
+        elif configured is not None:
+            check_strategy_installed(
+                f"training.{configured if configured == 'deepspeed' else 'fsdp_config'}", configured
+            )
+        if given == "auto" and ("strategy" in self.resources.model_fields_set or self.resources.ranks > 1):
+            check_strategy_installed("resources.strategy", self.resources.strategy)
+
     def trial_strategy(self) -> str | None:
         """The strategy a multi-rank trial sets in its arguments, or None when `training.strategy` decides."""
         given = str(self.training.get("strategy", "auto"))
@@ -235,11 +266,28 @@ class StudySpec(Section):
             return None  # auto picks deepspeed or fsdp from their config, as in `hpo train`
         return self.resources.strategy
 
+    def _check_scheduler(self) -> None:
+        scheduler = self.study.scheduler
+        if scheduler is None:
+            return
+        if self.study.pruner is not None and self.study.pruner.enabled:
+            raise FieldProblem(
+                "study.pruner",
+                f"the {scheduler.type} scheduler already decides which trials go on; remove study.pruner (or "
+                "study.scheduler)",
+            )
+        if self.study.is_multi_objective:
+            raise FieldProblem(
+                "study.scheduler",
+                "ranks trials by one objective, but the study has several; optimise one metric or remove it",
+            )
+        self.study.pruner = PrunerSpec(type="none")
+        self.training = scheduler.settle(self.training)
+        if scheduler.type == "pbt":
+            check_pbt(self)
+
     def _choose_pruner(self) -> None:
         evaluates = self.evaluation_always_on()
-        if self.study.pruner is None and self.study.scheduler is not None:
-            self.study.pruner = PrunerSpec(type="none")  # the scheduler decides which members continue
-            return
         if self.study.pruner is None:
             self.study.pruner = PrunerSpec(
                 type="median" if evaluates and not self.study.is_multi_objective else "none"

@@ -125,7 +125,7 @@ def test_pbt_refuses_an_explicit_pruner(tmp_path, capsys):
         search_space=SPACE,
     )
     code, out = _cli(["validate", str(path), "--no-dry-run"], capsys)
-    assert code == 2 and "study.pruner: PBT decides which members continue" in out
+    assert code == 2 and "study.pruner: the pbt scheduler already decides which trials go on" in out
 
 
 def test_members_train_max_resource_steps_scored_and_saved_at_every_interval(tmp_path):
