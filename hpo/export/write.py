@@ -215,6 +215,7 @@ def _write_folder(
         "params": source.params,
         "model_init_params": source.model_params,
         "training": source.training,
+        **({"schedule": source.schedule} if source.schedule is not None else {}),
     }
     _write_json(folder / "hyperparameters.json", hyperparameters)
     _write_json(folder / "metrics.json", source.recorded_metrics)

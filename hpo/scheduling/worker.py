@@ -55,6 +55,7 @@ from optuna.trial import TrialState
 
 from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, run_trial_processes
 from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
+from hpo.scheduling.pbt import PbtPlan, claim_pbt_work, member_setup
 from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints
 from hpo.scheduling.slots import Slot
 from hpo.spec import StudySpec
@@ -124,17 +125,24 @@ def claim_trial(
     lock_dir: Path,
     policy: RetryPolicy | None = None,
     asha: AshaPlan | None = None,
+    pbt: PbtPlan | None = None,
 ) -> optuna.Trial | str | None:
     """A trial to run, WAIT, or None when the study has nothing left for this worker. With `asha` the next piece of
-    work is a queued retry, a promotion or a new configuration (hpo.scheduling.promotion)."""
+    work is a queued retry, a promotion or a new configuration (hpo.scheduling.promotion); with `pbt`, a retry, a
+    member to resume (after its interval's decisions) or a new member (hpo.scheduling.pbt)."""
     if policy is not None:
         for number in fail_stale_trials(study, policy):
             logger.warning("trial %d: its worker stopped beating; queued again", number)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna warns that heartbeats are meant for Study.optimize
         with claim_lock(storage_of(study), study.study_name, lock_dir):
-            if asha is not None:
-                claimed = claim_work(study, asha, n_trials, {"worker": worker_identity()})
+            if asha is not None or pbt is not None:
+                owner = {"worker": worker_identity()}
+                claimed = (
+                    claim_work(study, asha, n_trials, owner)
+                    if asha is not None
+                    else claim_pbt_work(study, pbt, owner)  # type: ignore[arg-type]
+                )
                 if claimed is not None:
                     record_heartbeat(study, claimed)
                     return claimed
@@ -208,6 +216,8 @@ def run_one(
     if gate is not None and not wait_for_room(gate, study, trial, params, stop, status_file(config), config):
         return ChildResult(None, interrupted_at=-1)  # stopped while waiting for the GPU: queued again
     resume_from = _resume_from(trial)
+    pbt = PbtPlan.of(config.spec)
+    member_params, changes = member_setup(study, trial, resume_from) if pbt is not None else (None, {})
     job = TrialJob(
         spec=config.spec,
         study=study,
@@ -223,6 +233,9 @@ def run_one(
         asha=AshaPlan.of(config.spec),
         lock_dir=Path(config.spec.output_dir),
         gpu_shared=(lambda: gate.others_running() or int(gate.shared)) if gate is not None else None,
+        pbt=pbt,
+        member_params=member_params,
+        changes=changes,
     )
     if job.status_file is not None:
         write_status(job.status_file, {**job.status_base, "state": "starting"})
@@ -363,7 +376,12 @@ def run_worker(config: WorkerConfig) -> int:
             continue
         claimed_at = time.time()
         claimed = claim_trial(
-            study, config.n_trials, lock_dir, retry_policy(config), AshaPlan.of(config.spec)
+            study,
+            config.n_trials,
+            lock_dir,
+            retry_policy(config),
+            AshaPlan.of(config.spec),
+            PbtPlan.of(config.spec),
         )
         if claimed is None:
             break

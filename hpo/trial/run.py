@@ -67,12 +67,14 @@ def run_trial(
     resume_from: str | None = None,
     extra_callbacks: Sequence[TrainerCallback] = (),
     gpu_shared: Callable[[], int] | None = None,
+    params: dict[str, Any] | None = None,
 ) -> TrialOutcome:
     """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise.
 
     `gpu_shared()`: how many other trials share this trial's GPU (asked when it runs out of GPU memory; a scheduler
     that packs trials passes it). Out of memory alone, the trial fails with one line (`hpo.trial.oom`); beside others
-    its outcome says so (`oom_shared_with`), its runs end with "out_of_memory", and the caller queues it again."""
+    its outcome says so (`oom_shared_with`), its runs end with "out_of_memory", and the caller queues it again.
+    `params` replaces the trial's sampled parameters (a PBT member trains with the values it copied and explored)."""
     started = time.time()
     run_dir = trial_dir(spec, trial.number)
     attrs: dict[str, Any] = {
@@ -86,7 +88,7 @@ def run_trial(
         trial.set_user_attr(key, value)
     tracking: list[TrainerCallback] = []
     try:
-        outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking)
+        outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking, params)
     except Exception as error:  # noqa: BLE001 - a failing trial must not stop the study
         outcome = _failure(error, gpu_shared)
     outcome.user_attrs = {**attrs, **outcome.user_attrs, "duration_s": round(time.time() - started, 3)}
@@ -120,9 +122,10 @@ def _train_and_score(
     resume_from: str | None,
     extra: list[TrainerCallback],
     tracking: list[TrainerCallback],
+    given: dict[str, Any] | None = None,
 ) -> TrialOutcome:
     task = spec.task.resolve()
-    params = sample_params(trial, spec.search_space)
+    params = sample_params(trial, spec.search_space) if given is None else dict(given)
     training, model_params = spec.split_params(params)
     args = trial_arguments(spec, run_dir, trial.number, training)
     train_dataset, eval_dataset = task.data(dict(model_params))
