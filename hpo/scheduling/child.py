@@ -106,8 +106,14 @@ def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | 
     if rank == 0 and job.status_file is not None:
         callbacks.append(SlotStatusCallback(job.status_file, job.metric, job.status_base))
     try:
+        # No gc.collect() at the end: this process exits right after, and the system takes its memory back at once.
         outcome = run_trial(
-            job.spec, job.study, trial, resume_from=job.resume_from, extra_callbacks=callbacks
+            job.spec,
+            job.study,
+            trial,
+            resume_from=job.resume_from,
+            extra_callbacks=callbacks,
+            release_memory=False,
         )
     except KeyboardInterrupt:
         if connection is not None:
