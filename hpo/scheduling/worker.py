@@ -68,9 +68,11 @@ from hpo.storage.study_db import (
     record_heartbeat,
     release_connections,
     remaining_trials,
+    set_user_attrs,
     storage_of,
     trial_id,
 )
+from hpo.tracking import environment
 from hpo.tracking.events import record_event
 from hpo.tracking.store import trial_run_id
 from hpo.trial.callbacks import write_status
@@ -205,13 +207,13 @@ def run_one(
     gate: GpuGate | None = None,
 ) -> ChildResult:
     slot = config.slot
-    for key, value in {
+    attrs = {
         "worker": worker_identity(),
         "slot": slot.label,
         "devices": list(slot.devices),
         "ranks": slot.ranks,
-    }.items():
-        trial.set_user_attr(key, value)
+    }
+    set_user_attrs(study, trial, attrs)
     params = sample_params(trial, config.spec.search_space)
     if gate is not None and not wait_for_room(gate, study, trial, params, stop, status_file(config), config):
         return ChildResult(None, interrupted_at=-1)  # stopped while waiting for the GPU: queued again
@@ -326,8 +328,7 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
 
 def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: WorkerConfig) -> str:
     """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database."""
-    for key, value in outcome.user_attrs.items():
-        trial.set_user_attr(key, value)
+    set_user_attrs(study, trial, outcome.user_attrs)
     step = int(outcome.user_attrs["paused_step"])
     checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
     value = outcome.values[0] if outcome.values else None
@@ -363,7 +364,7 @@ def run_worker(config: WorkerConfig) -> int:
         heartbeat_interval=resources.heartbeat_interval,
         grace_period=resources.grace_period,
     )
-    warm_up()
+    warm_up(config.spec)
     gc.freeze()  # the warm imports: forked trials neither copy them on write nor walk them in gc.collect()
     lock_dir = Path(config.spec.output_dir)
     status = status_file(config)
@@ -404,11 +405,18 @@ def run_worker(config: WorkerConfig) -> int:
     return 0
 
 
-def warm_up() -> None:
-    """Load, once, what torch loads lazily on first use and every trial would otherwise load after its fork (building
-    an optimizer imports torch._dynamo: seconds). No tensor work is done, so no thread pool exists yet when the trials
-    are forked."""
+def warm_up(spec: StudySpec) -> None:
+    """Load, once, what every trial would otherwise load after its fork: what torch loads lazily on first use (building
+    an optimizer imports torch._dynamo: seconds), the task's module, and the run row's package versions and git commit
+    (two git commands and a walk of site-packages: about 0.1 s a trial). No tensor work is done, so no thread pool
+    exists yet when the trials are forked."""
     torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
+    environment.package_versions()
+    environment.git_commit()
+    try:
+        spec.task.resolve()
+    except Exception as error:  # noqa: BLE001 - the trial reports a broken task as its own failure
+        logger.warning("could not import the task ahead of the trials: %s", error)
 
 
 def _after_trial(config: WorkerConfig, study: optuna.Study) -> None:

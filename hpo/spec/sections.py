@@ -54,7 +54,8 @@ class ResourcesSpec(Section):
         `--workers 2` give 1 thread each. Small models often train faster on 1 thread (set threads_per_trial: 1):
         threads beyond what the model can use only wait on each other, worse on a machine other jobs share.
         `hpo run --in-process` applies it too.
-    workers: trials in parallel on CPU (--workers wins); default 1.
+    workers: trials in parallel on CPU (--workers wins). Default: the usable cores // (threads_per_trial x ranks per
+        trial) when threads_per_trial is set (the cores filled, as Ray Tune does), else 1 (one trial on every core).
     max_retries / retry_on_exception: how often a crashed trial is queued again (from its checkpoint), and whether an
         ordinary exception counts as a crash. heartbeat_interval / grace_period: seconds between a running trial's
         heartbeats, and without one before it counts as crashed.
