@@ -156,6 +156,9 @@ def run_one(
         trial.set_user_attr(key, value)
     params = sample_params(trial, config.spec.search_space)
     resume_from = _resume_from(trial)
+    promoted_at = trial.user_attrs.get(
+        "promoted_at_step"
+    )  # set when ASHA resumed it (hpo.scheduling.promotion)
     job = TrialJob(
         spec=config.spec,
         study=study,
@@ -179,6 +182,10 @@ def run_one(
     if result.first_step_at is not None and result.outcome is not None:
         # From ask to the first training step: fork, imports already warm, data, model, Trainer set-up.
         result.outcome.user_attrs["startup_s"] = round(result.first_step_at - claimed_at, 3)
+        if promoted_at is not None:  # a promotion: that start-up also restored the checkpoint
+            resumes = list(trial.user_attrs.get("resumes") or [])
+            entry = {"step": promoted_at, "restart_restore_s": result.outcome.user_attrs["startup_s"]}
+            result.outcome.user_attrs.update(resumes=[*resumes, entry], promoted_at_step=None)
     return result
 
 
@@ -236,15 +243,24 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
 
 
 def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: WorkerConfig) -> str:
-    """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database."""
-    for key, value in outcome.user_attrs.items():
-        trial.set_user_attr(key, value)
+    """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database.
+    Paused first, attributes after (a WAITING trial stays writable): until it is paused its heartbeat must not age."""
+    record_heartbeat(study, trial)
     step = int(outcome.user_attrs["paused_step"])
     checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
     value = outcome.values[0] if outcome.values else None
     drop_older_checkpoints(checkpoint)
     if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
         return "lost"
+    decided_at = outcome.user_attrs.pop("pause_decided_at", None)
+    if decided_at is not None:  # the pause's cost: the checkpoint, the end of the process, the database
+        pauses = list(trial.user_attrs.get("pauses") or [])
+        outcome.user_attrs["pauses"] = [
+            *pauses,
+            {"step": step, "save_exit_s": round(time.time() - decided_at, 3)},
+        ]
+    for key, value_ in outcome.user_attrs.items():
+        trial.set_user_attr(key, value_)
     _event(config, trial.number, "paused", f"paused at step {step} (value {value})", step=step)
     return "paused"
 
