@@ -1,4 +1,5 @@
-"""`hpo status study.yaml`: a table of the study's trials (number, state, value, params, duration, pruned at step)."""
+"""`hpo status study.yaml`: a table of the study's trials (number, state, value, params, duration, pruned at step, and
+peak memory when the trials recorded it: GPU memory PyTorch reserved at most, and the process's peak RSS)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,12 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     table = Table(
         title=f"{summary.study_name} ({', '.join(f'{m} {d}' for m, d in zip(summary.metrics, summary.directions, strict=True))})"
     )
+    trials = study.get_trials(deepcopy=False)
+    memory = any("peak_rss" in t.user_attrs or "peak_gpu_memory" in t.user_attrs for t in trials)
     # Short, unwrapped number columns leave the width to the params, which wrap whole instead of being cut with "…".
     asha = spec.study.scheduler is not None
-    columns = ("#", "state", "value", "params", "time (s)", "pruned at") + (("rungs",) if asha else ())
+    columns = ("#", "state", "value", "params", "time (s)", "pruned at")
+    columns += (("peak gpu", "peak rss") if memory else ()) + (("rungs",) if asha else ())
     for column in columns:
         table.add_column(
             column,
@@ -42,7 +46,7 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
             overflow="fold",
         )
     notes: list[str] = []
-    for trial in study.get_trials(deepcopy=False):
+    for trial in trials:
         attrs = trial.user_attrs
         state = state_label(trial)
         duration = attrs.get("duration_s")
@@ -55,6 +59,7 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
             format_params(trial.params),
             "-" if duration is None else f"{duration:.1f}",
             "-" if attrs.get("pruned_step") is None else str(attrs["pruned_step"]),
+            *((_size(attrs.get("peak_gpu_memory")), _size(attrs.get("peak_rss"))) if memory else ()),
             *((trial_path(trial),) if asha else ()),
         )
         if state == "FAIL":
@@ -86,6 +91,15 @@ def _print_rungs(console: Console, spec: StudySpec, study: optuna.Study) -> None
             f"per promotion ({overhead['promotions']}): pause {overhead['pause_s']:.2f} s (save + exit), resume "
             f"{overhead['resume_s']:.2f} s (restart + restore, to the first step)"
         )
+
+
+def _size(count: int | None) -> str:
+    if count is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
 
 
 def _failure_note(number: int, attrs: dict) -> str:

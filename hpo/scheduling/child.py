@@ -29,6 +29,7 @@ import torch
 
 from hpo.scheduling.promotion import AshaPlan, pause_callback
 from hpo.spec import StudySpec
+from hpo.tracking.wandb_callback import release_wandb, wandb_imported
 from hpo.trial.callbacks import InterruptCallback, SlotStatusCallback, on_sigterm
 from hpo.trial.run import run_trial
 from trainer import TrainerCallback
@@ -52,6 +53,7 @@ class TrialJob:
     status_base: dict[str, Any] = field(default_factory=dict)
     asha: AshaPlan | None = None  # pause at its rungs (hpo.scheduling.promotion)
     lock_dir: Path | None = None
+    gpu_shared: Callable[[], int] | None = None  # other trials on this trial's GPU (the GPU gate's count)
 
 
 @dataclass
@@ -90,6 +92,15 @@ def die_with_parent(parent_pid: int | None) -> None:
 
 def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | None) -> None:
     """The body of one rank: run the trial and send rank 0's outcome to the worker."""
+    wandb_before = wandb_imported()
+    try:
+        _run_rank(job, rank, port, connection)
+    finally:
+        # The process leaves by os._exit (multiprocessing's fork start), skipping atexit: wandb's clean-up is ours.
+        release_wandb(wandb_before)
+
+
+def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None) -> None:
     die_with_parent(job.worker_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, on_sigterm)
@@ -113,7 +124,12 @@ def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | 
         callbacks.append(pause_callback(job.study, job.trial, job.asha, lock_dir, rank_zero=rank == 0))
     try:
         outcome = run_trial(
-            job.spec, job.study, trial, resume_from=job.resume_from, extra_callbacks=callbacks
+            job.spec,
+            job.study,
+            trial,
+            resume_from=job.resume_from,
+            extra_callbacks=callbacks,
+            gpu_shared=job.gpu_shared,
         )
     except KeyboardInterrupt:
         if connection is not None:
@@ -125,7 +141,11 @@ def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | 
 
 # ---- in the worker -------------------------------------------------------------------------------------------------
 def run_trial_processes(
-    job: TrialJob, heartbeat: Callable[[], None], stop_level: Callable[[], int], heartbeat_interval: float
+    job: TrialJob,
+    heartbeat: Callable[[], None],
+    stop_level: Callable[[], int],
+    heartbeat_interval: float,
+    on_start: Callable[[list[int]], None] | None = None,
 ) -> ChildResult:
     """Fork the trial's ranks, keep its heartbeat going, pass on stop requests, and collect rank 0's result.
 
@@ -144,6 +164,8 @@ def run_trial_processes(
         process.start()
         processes.append(process)
     writer.close()
+    if on_start is not None:
+        on_start([process.pid for process in processes])
     result = _supervise(processes, reader, heartbeat, stop_level, heartbeat_interval)
     for process in processes:
         process.join()

@@ -18,13 +18,19 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path
+from hpo.spec.extras import check_strategy_installed
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.run import check_training
 from hpo.spec.scheduler import SchedulerSpec
 from hpo.spec.search_space import ParamSpec
 from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
-from hpo.spec.training import build_training_arguments, check_training_keys, training_field_names
+from hpo.spec.training import (
+    build_training_arguments,
+    check_training_keys,
+    read_strategies,
+    training_field_names,
+)
 
 Direction = Literal["minimize", "maximize"]
 STORAGE_BACKENDS = ("sqlite", "postgresql", "mysql")
@@ -146,7 +152,7 @@ class StudySpec(Section):
     @classmethod
     def _training_keys(cls, training: dict[str, Any]) -> dict[str, Any]:
         check_training_keys(training)  # here, so a misspelt key is reported beside other field problems
-        return training
+        return read_strategies(training)
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
@@ -211,6 +217,7 @@ class StudySpec(Section):
                     f"is {self.resources.strategy} but training.strategy is {given}; give one of them",
                 )
         configured = configured_strategy(self.training)
+        self._check_installed(given, configured)
         if (
             configured
             and "strategy" in self.resources.model_fields_set
@@ -222,6 +229,17 @@ class StudySpec(Section):
                 f"is {self.resources.strategy} but training.{key} configures {configured}; set resources.strategy: "
                 f"{configured}, or remove training.{key}",
             )
+
+    def _check_installed(self, given: str, configured: str | None) -> None:
+        """The strategy trials would use must be importable, else every rank of every trial fails on the import."""
+        if given not in ("auto", "single"):
+            check_strategy_installed("training.strategy", given)
+        elif configured is not None:
+            check_strategy_installed(
+                f"training.{configured if configured == 'deepspeed' else 'fsdp_config'}", configured
+            )
+        if given == "auto" and ("strategy" in self.resources.model_fields_set or self.resources.ranks > 1):
+            check_strategy_installed("resources.strategy", self.resources.strategy)
 
     def trial_strategy(self) -> str | None:
         """The strategy a multi-rank trial sets in its arguments, or None when `training.strategy` decides."""
