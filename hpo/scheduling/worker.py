@@ -320,23 +320,24 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
 
 def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: WorkerConfig) -> str:
     """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database.
-    Paused first, attributes after (a WAITING trial stays writable): until it is paused its heartbeat must not age."""
+    Attributes first: once paused, another worker may end it (PRUNED) at any moment, and then it is read-only."""
     record_heartbeat(study, trial)
     step = int(outcome.user_attrs["paused_step"])
     checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
     value = outcome.values[0] if outcome.values else None
-    drop_older_checkpoints(checkpoint)
-    if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
-        return "lost"
     decided_at = outcome.user_attrs.pop("pause_decided_at", None)
     if decided_at is not None:  # the pause's cost: the checkpoint, the end of the process, the database
-        pauses = list(trial.user_attrs.get("pauses") or [])
-        outcome.user_attrs["pauses"] = [
-            *pauses,
-            {"step": step, "save_exit_s": round(time.time() - decided_at, 3)},
-        ]
-    for key, value_ in outcome.user_attrs.items():
-        trial.set_user_attr(key, value_)
+        entry = {"step": step, "value": value, "at": round(decided_at, 3)}
+        entry["save_exit_s"] = round(time.time() - decided_at, 3)
+        outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
+    drop_older_checkpoints(checkpoint)
+    try:
+        for key, value_ in outcome.user_attrs.items():
+            trial.set_user_attr(key, value_)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return "lost"  # failed meanwhile (a stale heartbeat): its retry goes on from the checkpoint
+    if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
+        return "lost"
     _event(config, trial.number, "paused", f"paused at step {step} (value {value})", step=step)
     return "paused"
 
