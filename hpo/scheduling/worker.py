@@ -220,6 +220,9 @@ def run_one(
     resume_from = _resume_from(trial)
     pbt = PbtPlan.of(config.spec)
     member_params, changes = member_setup(study, trial, resume_from) if pbt is not None else (None, {})
+    promoted_at = trial.user_attrs.get(
+        "promoted_at_step"
+    )  # set when ASHA resumed it (hpo.scheduling.promotion)
     job = TrialJob(
         spec=config.spec,
         study=study,
@@ -257,6 +260,10 @@ def run_one(
     if result.first_step_at is not None and result.outcome is not None:
         # From ask to the first training step: fork, imports already warm, data, model, Trainer set-up.
         result.outcome.user_attrs["startup_s"] = round(result.first_step_at - claimed_at, 3)
+        if promoted_at is not None:  # a promotion: that start-up also restored the checkpoint
+            resumes = list(trial.user_attrs.get("resumes") or [])
+            entry = {"step": promoted_at, "restart_restore_s": result.outcome.user_attrs["startup_s"]}
+            result.outcome.user_attrs.update(resumes=[*resumes, entry], promoted_at_step=None)
     return result
 
 
@@ -327,12 +334,22 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
 
 
 def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: WorkerConfig) -> str:
-    """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database."""
-    set_user_attrs(study, trial, outcome.user_attrs)
+    """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database.
+    Attributes first: once paused, another worker may end it (PRUNED) at any moment, and then it is read-only."""
+    record_heartbeat(study, trial)
     step = int(outcome.user_attrs["paused_step"])
     checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
     value = outcome.values[0] if outcome.values else None
+    decided_at = outcome.user_attrs.pop("pause_decided_at", None)
+    if decided_at is not None:  # the pause's cost: the checkpoint, the end of the process, the database
+        entry = {"step": step, "value": value, "at": round(decided_at, 3)}
+        entry["save_exit_s"] = round(time.time() - decided_at, 3)
+        outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
     drop_older_checkpoints(checkpoint)
+    try:
+        set_user_attrs(study, trial, outcome.user_attrs)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return "lost"  # failed meanwhile (a stale heartbeat): its retry goes on from the checkpoint
     if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
         return "lost"
     _event(config, trial.number, "paused", f"paused at step {step} (value {value})", step=step)

@@ -211,13 +211,16 @@ def frozen(study: optuna.Study, trial: optuna.Trial) -> FrozenTrial:
     return storage_of(study).get_trial(trial_id(trial))
 
 
-def ask_queued(study: optuna.Study) -> optuna.Trial | None:
+def ask_queued(study: optuna.Study, *, retries_only: bool = False) -> optuna.Trial | None:
     """`study.ask()` limited to queued trials (retries, `enqueue:`): pops a WAITING trial that is not paused, or None.
-    A study whose trials pause (hpo.storage.pause) must not hand a paused trial out as if it were queued."""
+    A study whose trials pause (hpo.storage.pause) must not hand a paused trial out as if it were queued.
+    `retries_only`: only trials queued again after a crash or interrupt (`requeued_from_trial`), not `enqueue:` ones."""
     study._thread_local.cached_all_trials = None  # noqa: SLF001 - as study.ask(): the sampler sees fresh trials
     storage = storage_of(study)
     for trial in storage.get_all_trials(study_id(study), deepcopy=False, states=(TrialState.WAITING,)):
-        if trial.system_attrs.get(PAUSED_ATTR):
+        if trial.system_attrs.get(PAUSED_ATTR) or (
+            retries_only and "requeued_from_trial" not in trial.user_attrs
+        ):
             continue
         try:
             if storage.set_trial_state_values(trial._trial_id, state=TrialState.RUNNING):  # noqa: SLF001

@@ -163,7 +163,7 @@ def _train_and_score(
     trainer.train(resume_from_checkpoint=resume_from)
     pause = find_pause(extra)
     if pause is not None:  # stopped at a pause point with a checkpoint: a scheduler continues it later
-        return paused_outcome(pause.paused_step, pause.paused_value, run_dir)
+        return paused_outcome(pause.paused_step, pause.paused_value, run_dir, pause.decided_at)
     if (
         not tracker.evaluations
         and eval_dataset is not None
@@ -300,12 +300,15 @@ def score_trial(
     return TrialOutcome(TrialState.COMPLETE, values, None, None, attrs)
 
 
-def paused_outcome(step: int | None, value: float | None, run_dir: Path) -> TrialOutcome:
+def paused_outcome(
+    step: int | None, value: float | None, run_dir: Path, decided_at: float | None = None
+) -> TrialOutcome:
     """A trial that stopped at a pause point (hpo.trial.pause): state WAITING, its value there, its checkpoint."""
     attrs = {
         "paused_step": step,
         "paused_checkpoint": str(run_dir / f"checkpoint-{step}"),
         "global_step": step,
+        "pause_decided_at": decided_at,
     }
     return TrialOutcome(TrialState.WAITING, None if value is None else [value], None, None, attrs)
 
