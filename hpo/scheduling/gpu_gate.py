@@ -102,9 +102,13 @@ class GpuGate:
         read_memory: MemoryReader,
         threads: int = 1,
         margin: int | None = None,
+        status_file: Path | None = None,
     ) -> None:
         self.directory, self.gpu, self.slot, self.cap = directory, gpu, slot, cap
         self.read_memory, self.threads, self.margin = read_memory, threads, margin
+        self.status_file = (
+            status_file  # the slot's live-table record, where its trial says what PyTorch holds
+        )
         self.record_path = directory / f"slot-{slot}.json"
         self.shared = False  # whether another trial was on the GPU when this slot's trial was admitted
 
@@ -123,16 +127,10 @@ class GpuGate:
                     False, f"wait: GPU {self.gpu}'s memory cannot be read; one trial at a time"
                 )
             return PackingDecision(True, f"start: no trial on GPU {self.gpu}")
-        used = memory.processes
         return may_start_trial(
             total=memory.total,
             free=memory.free,
-            running=[
-                RunningTrial(
-                    record.get("expected_peak"), sum(used.get(int(pid), 0) for pid in record["pids"])
-                )
-                for record in running
-            ],
+            running=[RunningTrial(record.get("expected_peak"), held(record, memory)) for record in running],
             next_peak=next_peak,
             cap=self.cap if self.cap == "auto" else int(self.cap),
             free_cpu_cores=self.threads,  # the slots per GPU are already bounded by the cores (hpo.scheduling.slots)
@@ -150,7 +148,8 @@ class GpuGate:
             if decision.start:
                 peak = None if alone else expected_peak(measured_trials(study), params)
                 self.shared = bool(running)
-                self._write({"trial": trial_number, "expected_peak": peak, "pids": [], "worker": os.getpid()})
+                record = {"trial": trial_number, "expected_peak": peak, "pids": [], "worker": os.getpid()}
+                self._write({**record, "status_file": str(self.status_file) if self.status_file else None})
         return decision
 
     def set_pids(self, pids: list[int]) -> None:
@@ -200,6 +199,19 @@ class GpuGate:
             return json.loads(path.read_text())
         except (OSError, ValueError):
             return None
+
+
+def held(record: dict[str, Any], memory: GpuMemory) -> int:
+    """What a running trial holds on the GPU now: NVML's figures for its processes; where NVML lists none of them
+    (in a container NVML reports the host's pids), what its PyTorch says it reserves (the slot's status record) plus
+    the CUDA context; 0 before it has touched the GPU."""
+    by_nvml = sum(memory.processes.get(int(pid), 0) for pid in record.get("pids", []))
+    if by_nvml or not record.get("status_file"):
+        return by_nvml
+    status = GpuGate._read(Path(record["status_file"]))
+    if not status or status.get("trial") != record.get("trial") or status.get("gpu_memory") is None:
+        return 0
+    return footprint(int(status["gpu_memory"]))
 
 
 def measured_trials(study: optuna.Study) -> list[MeasuredTrial]:
