@@ -166,6 +166,7 @@ def wait_for_room(
         decision = gate.admit(study, trial.number, params, alone=alone)
         if decision.start:
             trial.set_user_attr("gpu_admission", decision.reason)
+            trial.set_user_attr("gpu_admitted_at", time.time())
             return True
         if stop.level:
             return False
