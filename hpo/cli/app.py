@@ -6,13 +6,14 @@ holds each command's one-line summary too, so `hpo --help` lists them without im
 from __future__ import annotations
 
 import importlib
+import shlex
 import sys
 import traceback
 from typing import NamedTuple
 
 import click
 
-from hpo.errors import HpoError
+from hpo.errors import HpoError, Interrupted
 
 
 class CommandEntry(NamedTuple):
@@ -37,6 +38,13 @@ COMMANDS: dict[str, CommandEntry] = {
 
 def summary(name: str) -> str:
     return COMMANDS[name].summary
+
+
+def same_command() -> str:
+    """The command line being run, to repeat (without --debug): how an interrupted command continues."""
+    context = click.get_current_context(silent=True)
+    args = (context.find_root().obj or {}).get("argv", []) if context is not None else []
+    return shlex.join(["hpo", *(a for a in args if a != "--debug")])
 
 
 class LazyGroup(click.Group):
@@ -75,9 +83,11 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors print one clear message and exit with their code (2 for config and usage)."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = list(argv if argv is not None else sys.argv[1:])
+    debug = "--debug" in args
     try:
-        cli.main(args=argv, prog_name="hpo", standalone_mode=False)
+        # The command line travels with the context, so an interrupted command can say how to continue.
+        cli.main(args=args, prog_name="hpo", standalone_mode=False, obj={"argv": args})
     except click.exceptions.Exit as stop:
         sys.exit(stop.exit_code)
     except click.ClickException as error:
@@ -86,6 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
+    except Interrupted as error:  # a stop the user asked for: not an error; the message says what was saved
+        click.echo(str(error), err=True)
+        sys.exit(error.exit_code)
     except HpoError as error:
         if debug:
             traceback.print_exc()

@@ -94,6 +94,10 @@ def format_values(values: list[float] | None) -> str:
 def trial_line(trial: FrozenTrial) -> str:
     """One finished trial, as `hpo run` and `hpo worker` print it."""
     attrs = trial.user_attrs
+    if attrs.get("interrupted"):  # a stop the user asked for, not a failure: the next run resumes it
+        step = attrs.get("interrupted_step")
+        where = f"at step {step}" if step is not None and step >= 0 else "before training"
+        return f"trial {trial.number:>3} {'STOPPED':<8} {where}  {format_params(trial.params)}"
     requeued = trial.state.name == "FAIL" and attrs.get("requeued")
     line = f"trial {trial.number:>3} {'REQUEUED' if requeued else trial.state.name:<8}"
     if trial.state.name == "PRUNED":

@@ -8,7 +8,7 @@ import click
 from optuna.trial import FrozenTrial
 from rich.console import Console
 
-from hpo.cli.app import summary
+from hpo.cli.app import same_command, summary
 from hpo.cli.options import (
     format_params,
     format_values,
@@ -48,11 +48,10 @@ def run(
     """Run the study in STUDY_FILE, or continue it.
 
     n_trials counts every trial the study has, so running the same command again runs only the missing ones and
-    resumes trials an interrupt or a crash stopped. Ctrl-C: running trials save a checkpoint and are queued again."""
+    resumes trials an interrupt or a crash stopped. Ctrl-C: running trials save a checkpoint and stop; the command
+    says what was saved and how to continue."""
     console = Console()
     gpu_ids = parse_gpus(gpus)  # a usage error before anything is loaded
-    spec = load_study(study_file, storage, overrides)
-    console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
     finished: list[FrozenTrial] = []
 
     def report(trial: FrozenTrial) -> None:
@@ -60,6 +59,8 @@ def run(
         console.print(trial_line(trial))
 
     try:
+        spec = load_study(study_file, storage, overrides)
+        console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
         summary = run_loaded_study(
             spec,
             n_trials=n_trials,
@@ -71,11 +72,12 @@ def run(
             dry_run=not no_dry_run,
             in_process=in_process,
         )
-    except KeyboardInterrupt:  # --in-process, or before the workers started (they handle Ctrl-C themselves)
-        raise Interrupted(
-            "interrupted; run the same command again: it finds a trial this stopped and resumes it from its "
-            "newest checkpoint"
-        ) from None
+    except (
+        KeyboardInterrupt
+    ):  # before any trial started (the workers and --in-process trials handle their own)
+        raise Interrupted(f"stopped: nothing was saved: no trial had started; {_continue()}") from None
+    except Interrupted as stop:
+        raise Interrupted(f"{stop}; {_continue()}") from None
     console.print(_run_line(summary, len(finished), n_trials or spec.study.n_trials))
     if not summary.best_trials:
         console.print("no trial completed")
@@ -86,6 +88,10 @@ def run(
             f"{label}: #{best.number} {', '.join(summary.metrics)} = {format_values(best.values)} "
             f"({format_params(best.params)}); checkpoint: {_checkpoint_text(best.best_checkpoint)}"
         )
+
+
+def _continue() -> str:
+    return f"continue with: {same_command()}"
 
 
 def _run_line(summary: StudySummary, ran: int, n_trials: int | None) -> str:

@@ -27,7 +27,9 @@ from typing import Any
 import optuna
 import torch
 
+from hpo.scheduling.promotion import AshaPlan, pause_callback
 from hpo.spec import StudySpec
+from hpo.tracking.wandb_callback import release_wandb, wandb_imported
 from hpo.trial.callbacks import InterruptCallback, SlotStatusCallback, on_sigterm
 from hpo.trial.run import run_trial
 from trainer import TrainerCallback
@@ -49,6 +51,8 @@ class TrialJob:
     status_file: Path | None = None
     metric: str | None = None
     status_base: dict[str, Any] = field(default_factory=dict)
+    asha: AshaPlan | None = None  # pause at its rungs (hpo.scheduling.promotion)
+    lock_dir: Path | None = None
     gpu_shared: Callable[[], int] | None = None  # other trials on this trial's GPU (the GPU gate's count)
 
 
@@ -88,6 +92,15 @@ def die_with_parent(parent_pid: int | None) -> None:
 
 def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | None) -> None:
     """The body of one rank: run the trial and send rank 0's outcome to the worker."""
+    wandb_before = wandb_imported()
+    try:
+        _run_rank(job, rank, port, connection)
+    finally:
+        # The process leaves by os._exit (multiprocessing's fork start), skipping atexit: wandb's clean-up is ours.
+        release_wandb(wandb_before)
+
+
+def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None) -> None:
     die_with_parent(job.worker_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, on_sigterm)
@@ -106,6 +119,9 @@ def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | 
     callbacks: list[TrainerCallback] = [interrupt]
     if rank == 0 and job.status_file is not None:
         callbacks.append(SlotStatusCallback(job.status_file, job.metric, job.status_base))
+    if job.asha is not None:
+        lock_dir = job.lock_dir or Path(job.spec.output_dir)
+        callbacks.append(pause_callback(job.study, job.trial, job.asha, lock_dir, rank_zero=rank == 0))
     try:
         outcome = run_trial(
             job.spec,

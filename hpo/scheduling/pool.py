@@ -33,6 +33,7 @@ from hpo.scheduling.slots import Slot, make_slots
 from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table, status_dir, study_counts
 from hpo.scheduling.worker import WorkerConfig
 from hpo.spec import StudySpec
+from hpo.storage.stopped import describe_stop, finished_numbers
 from hpo.storage.study_db import shared_storage_url, study_is_complete
 
 STOP_GRACE_S = 30.0  # after a first Ctrl-C, how long trials may take to reach a step boundary and save
@@ -61,6 +62,7 @@ def run_trials(
     if study_is_complete(study, n_trials):
         return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
     pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory)
+    finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
     console = console or Console(stderr=True)
     with _signals_to(pool):
         _watch(pool, study, n_trials, report, console)
@@ -68,16 +70,10 @@ def run_trials(
         raise HpoError(
             f"every worker failed, and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}"
         )
-    if pool.stop_level > 1:  # a second Ctrl-C killed the trials: nothing was saved or queued at the stop
-        raise Interrupted(
-            "stopped at once: running trials were killed without a new checkpoint; run the same command again: it "
-            "finds them and resumes them from their newest checkpoint"
-        )
     if pool.stop_level:
-        raise Interrupted(
-            "interrupted: running trials saved a checkpoint and were queued again; run the same command again to "
-            "resume them"
-        )
+        # A second Ctrl-C killed the trials without a new checkpoint: the next run resumes them from their newest.
+        how = "stopped at once" if pool.stop_level > 1 else "stopped"
+        raise Interrupted(f"{how}: {describe_stop(study, str(spec.output_dir), finished_before)}")
 
 
 class WorkerPool:
@@ -138,6 +134,8 @@ class WorkerPool:
         process.stdin.write(pickle.dumps(config))
         process.stdin.close()
         self.processes[slot.index] = process
+        if self.stop_level:  # a Ctrl-C that came while this worker was being started must reach it too
+            os.kill(process.pid, signal.SIGTERM)
 
     def poll(self) -> bool:
         """Restart workers that died; True while any worker runs."""
@@ -209,7 +207,7 @@ class _signals_to:
         self.pool.request_stop()
         if self.pool.stop_level == 1:
             print(
-                "\nstopping: running trials save a checkpoint and are queued again (Ctrl-C again to stop at once)",
+                "\nstopping: running trials save a checkpoint at their next step (Ctrl-C again to stop at once)",
                 file=sys.stderr,
                 flush=True,
             )

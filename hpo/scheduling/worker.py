@@ -55,9 +55,11 @@ from optuna.trial import TrialState
 
 from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, run_trial_processes
 from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
+from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints
 from hpo.scheduling.slots import Slot
 from hpo.spec import StudySpec
 from hpo.storage.database import claim_lock
+from hpo.storage.pause import pause_trial
 from hpo.storage.retention import after_trial
 from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials
 from hpo.storage.study_db import (
@@ -117,16 +119,28 @@ def retry_policy(config: WorkerConfig) -> RetryPolicy:
 
 # ---- claiming -------------------------------------------------------------------------------------------------------
 def claim_trial(
-    study: optuna.Study, n_trials: int | None, lock_dir: Path, policy: RetryPolicy | None = None
+    study: optuna.Study,
+    n_trials: int | None,
+    lock_dir: Path,
+    policy: RetryPolicy | None = None,
+    asha: AshaPlan | None = None,
 ) -> optuna.Trial | str | None:
-    """A trial to run, WAIT, or None when the study has nothing left for this worker."""
+    """A trial to run, WAIT, or None when the study has nothing left for this worker. With `asha` the next piece of
+    work is a queued retry, a promotion or a new configuration (hpo.scheduling.promotion)."""
     if policy is not None:
         for number in fail_stale_trials(study, policy):
             logger.warning("trial %d: its worker stopped beating; queued again", number)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna warns that heartbeats are meant for Study.optimize
         with claim_lock(storage_of(study), study.study_name, lock_dir):
-            remaining = remaining_trials(study, n_trials)
+            if asha is not None:
+                claimed = claim_work(study, asha, n_trials, {"worker": worker_identity()})
+                if claimed is not None:
+                    record_heartbeat(study, claimed)
+                    return claimed
+                remaining = 0
+            else:
+                remaining = remaining_trials(study, n_trials)
             if remaining is None or remaining > 0:
                 trial = study.ask()
                 record_heartbeat(study, trial)  # beat before anything can fail
@@ -210,6 +224,8 @@ def run_one(
         status_file=status_file(config),
         metric=(config.spec.study.metrics or [None])[0],
         status_base={"slot": slot.label, "trial": trial.number, "params": params, "started": time.time()},
+        asha=AshaPlan.of(config.spec),
+        lock_dir=Path(config.spec.output_dir),
         gpu_shared=(lambda: gate.others_running() or int(gate.shared)) if gate is not None else None,
     )
     if job.status_file is not None:
@@ -289,12 +305,28 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
         if retry is not None:
             _event(config, trial.number, "retried", f"{reason}; queued again to resume from its checkpoint")
         return "crashed"
+    if outcome.state == TrialState.WAITING:
+        return _pause(study, trial, outcome, config)
     try:
         record_outcome(study, trial, outcome)
     except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError) as error:
         logger.warning("trial %d: could not record its outcome: %s", trial.number, error)
         return "lost"
     return outcome.state.name.lower()
+
+
+def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: WorkerConfig) -> str:
+    """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database."""
+    for key, value in outcome.user_attrs.items():
+        trial.set_user_attr(key, value)
+    step = int(outcome.user_attrs["paused_step"])
+    checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
+    value = outcome.values[0] if outcome.values else None
+    drop_older_checkpoints(checkpoint)
+    if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
+        return "lost"
+    _event(config, trial.number, "paused", f"paused at step {step} (value {value})", step=step)
+    return "paused"
 
 
 def _event(config: WorkerConfig, number: int, kind: str, message: str, **data: Any) -> None:
@@ -334,7 +366,9 @@ def run_worker(config: WorkerConfig) -> int:
             time.sleep(POLL_S)
             continue
         claimed_at = time.time()
-        claimed = claim_trial(study, config.n_trials, lock_dir, retry_policy(config))
+        claimed = claim_trial(
+            study, config.n_trials, lock_dir, retry_policy(config), AshaPlan.of(config.spec)
+        )
         if claimed is None:
             break
         if claimed == WAIT:

@@ -45,6 +45,8 @@ class CallbackSpec(Section):
     import_path: str | None = Field(None, alias="import")
     args: dict[str, Any] = {}
 
+    switches = {"early_stopping": "early stopping with its defaults"}
+
     @field_validator("import_path")
     @classmethod
     def _import_path_shape(cls, value: str | None) -> str | None:

@@ -7,6 +7,7 @@ search_space.learning_rate.low: must be > 0 when log is true
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from typing import Any, Union
@@ -71,10 +72,28 @@ def _describe(item: dict[str, Any], root: type[BaseModel]) -> str:
         return f"{value!r} is not allowed; choose one of {', '.join(choices)}{hint}"
     if kind == "value_error":
         return str(item["msg"]).removeprefix("Value error, ")
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return _not_a_mapping(root, loc, value)
     message = str(item["msg"])
     message = message.replace("Input should be", "must be").replace("Input", "value")
+    # pydantic's words for YAML's shapes; a class name of ours means nothing to the file's author.
+    message = re.sub(r"(a )?valid dictionary( or instance of \w+)?", "a mapping", message)
+    message = message.replace("a valid ", "a ").replace(" valid ", " ")
     message = message[0].lower() + message[1:]
     return f"{message} (got {_show(value)})" if "got" not in message else message
+
+
+def _not_a_mapping(root: type[BaseModel], loc: list[Any], value: Any) -> str:
+    """A section given as something other than `key: value` lines: name its fields, and `true` where it switches."""
+    model = model_at(root, loc)
+    fields = ""
+    if model is not None:
+        names = [field.alias or name for name, field in model.model_fields.items()]
+        fields = f" with the fields {', '.join(names)}"
+    parent = model_at(root, loc[:-1]) if loc else None
+    switch = getattr(parent, "switches", {}).get(str(loc[-1])) if parent is not None and loc else None
+    shape = f"true ({switch}) or a mapping" if switch else "a mapping"
+    return f"must be {shape}{fields} (got {_show(value)})"
 
 
 def _show(value: Any) -> str:

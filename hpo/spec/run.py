@@ -19,9 +19,11 @@ from pydantic import PrivateAttr, field_validator, model_validator
 from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path
+from hpo.spec.extras import check_strategy_installed
 from hpo.spec.sections import ExportSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
-from hpo.spec.training import build_training_arguments, check_training_keys
+from hpo.spec.training import build_training_arguments, check_training_keys, read_strategies
+from trainer.strategies import resolve_strategy_name
 
 STUDY_ONLY = (
     "a study file key; run a study with `hpo run`, or drop it to train one configuration with `hpo train`"
@@ -50,11 +52,15 @@ class RunSpec(Section):
     @classmethod
     def _training_keys(cls, training: dict[str, Any]) -> dict[str, Any]:
         check_training_keys(training)  # here, so a misspelt key is reported beside other field problems
-        return training
+        return read_strategies(training)
 
     @model_validator(mode="after")
     def _check_training(self) -> RunSpec:
         args = check_training(self.training, prefix="training")
+        field = (
+            "training.strategy" if self.training.get("strategy", "auto") != "auto" else "training.deepspeed"
+        )
+        check_strategy_installed(field, resolve_strategy_name(args, world_size=1))
         evaluates = str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
         check_early_stopping(
             self.callbacks, evaluates=evaluates, has_metric=args.best_metric_name is not None

@@ -27,6 +27,8 @@ class TrackingSpec(Section):
     store: bool | str = True
     wandb: WandbSpec | None = None  # no wandb run unless this section is present
 
+    switches = {"wandb": "wandb with its defaults"}
+
 
 class ExportSpec(Section):
     out_dir: str | None = None  # where `hpo export` writes when --out is not given

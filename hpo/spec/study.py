@@ -18,12 +18,19 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path
+from hpo.spec.extras import check_strategy_installed
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.run import check_training
+from hpo.spec.scheduler import SchedulerSpec
 from hpo.spec.search_space import ParamSpec
 from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
-from hpo.spec.training import build_training_arguments, check_training_keys, training_field_names
+from hpo.spec.training import (
+    build_training_arguments,
+    check_training_keys,
+    read_strategies,
+    training_field_names,
+)
 
 Direction = Literal["minimize", "maximize"]
 STORAGE_BACKENDS = ("sqlite", "postgresql", "mysql")
@@ -69,6 +76,7 @@ class StudySection(Section):
     timeout: float | None = Field(None, gt=0)
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec | None = None  # default: median for one objective with evaluations, else none
+    scheduler: SchedulerSpec | None = None  # pauses and promotes trials (ASHA); excludes a pruner
     enqueue: list[dict[str, Any]] = []
     max_failures: int | None = Field(None, ge=1)
     keep_checkpoints: KeepCheckpointsSpec = KeepCheckpointsSpec()
@@ -144,11 +152,12 @@ class StudySpec(Section):
     @classmethod
     def _training_keys(cls, training: dict[str, Any]) -> dict[str, Any]:
         check_training_keys(training)  # here, so a misspelt key is reported beside other field problems
-        return training
+        return read_strategies(training)
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
         self._resolve_targets()
+        self._check_scheduler()
         _check_conditions(self.search_space)
         self._check_training()
         self._check_strategy()
@@ -208,6 +217,7 @@ class StudySpec(Section):
                     f"is {self.resources.strategy} but training.strategy is {given}; give one of them",
                 )
         configured = configured_strategy(self.training)
+        self._check_installed(given, configured)
         if (
             configured
             and "strategy" in self.resources.model_fields_set
@@ -220,6 +230,17 @@ class StudySpec(Section):
                 f"{configured}, or remove training.{key}",
             )
 
+    def _check_installed(self, given: str, configured: str | None) -> None:
+        """The strategy trials would use must be importable, else every rank of every trial fails on the import."""
+        if given not in ("auto", "single"):
+            check_strategy_installed("training.strategy", given)
+        elif configured is not None:
+            check_strategy_installed(
+                f"training.{configured if configured == 'deepspeed' else 'fsdp_config'}", configured
+            )
+        if given == "auto" and ("strategy" in self.resources.model_fields_set or self.resources.ranks > 1):
+            check_strategy_installed("resources.strategy", self.resources.strategy)
+
     def trial_strategy(self) -> str | None:
         """The strategy a multi-rank trial sets in its arguments, or None when `training.strategy` decides."""
         given = str(self.training.get("strategy", "auto"))
@@ -228,6 +249,24 @@ class StudySpec(Section):
         if configured_strategy(self.training) and "strategy" not in self.resources.model_fields_set:
             return None  # auto picks deepspeed or fsdp from their config, as in `hpo train`
         return self.resources.strategy
+
+    def _check_scheduler(self) -> None:
+        scheduler = self.study.scheduler
+        if scheduler is None:
+            return
+        if self.study.pruner is not None and self.study.pruner.enabled:
+            raise FieldProblem(
+                "study.pruner",
+                f"the {scheduler.type} scheduler already decides which trials go on; remove study.pruner (or "
+                "study.scheduler)",
+            )
+        if self.study.is_multi_objective:
+            raise FieldProblem(
+                "study.scheduler",
+                "ranks trials by one objective, but the study has several; optimise one metric or remove it",
+            )
+        self.study.pruner = PrunerSpec(type="none")
+        self.training = scheduler.settle(self.training)
 
     def _choose_pruner(self) -> None:
         evaluates = self.evaluation_always_on()

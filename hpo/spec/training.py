@@ -27,6 +27,15 @@ def training_field_names() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(TrainingArguments))
 
 
+def read_strategies(training: dict[str, Any]) -> dict[str, Any]:
+    """`save_strategy: no` is how users of the transformers names write it, and YAML reads `no` (`off`, `false`) as
+    false: every `*_strategy` field takes false as "no". (`true` has no meaning there and is left to be refused.)"""
+    return {
+        key: "no" if str(key).endswith("_strategy") and value is False else value
+        for key, value in training.items()
+    }
+
+
 def check_training_keys(training: dict[str, Any]) -> None:
     names = training_field_names()
     for key in training:
@@ -42,7 +51,7 @@ def build_training_arguments(training: dict[str, Any], output_dir: str, **overri
     """A fresh, validated TrainingArguments; a bad value raises FieldProblem naming the field."""
     check_training_keys(training)
     check_training_keys(overrides)
-    values = {**training, **overrides, "output_dir": output_dir}
+    values = read_strategies({**training, **overrides, "output_dir": output_dir})
     try:
         return TrainingArguments(**values)
     except TrainerConfigError as error:

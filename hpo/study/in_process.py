@@ -15,17 +15,23 @@ import optuna
 import torch
 from optuna.trial import FrozenTrial
 
-from hpo.errors import ConfigError
+from hpo.errors import ConfigError, Interrupted
 from hpo.spec import StudySpec
 from hpo.storage.retention import after_trial
-from hpo.storage.retry import process_identity
-from hpo.storage.study_db import frozen, remaining_trials
+from hpo.storage.retry import RetryPolicy, fail_running_trial, process_identity
+from hpo.storage.stopped import describe_stop, finished_numbers
+from hpo.storage.study_db import frozen, remaining_trials, trial_id
 from hpo.trial.run import record_outcome, run_trial
 
 TrialReporter = Callable[[FrozenTrial], None]
 
 
 def check_in_process(spec: StudySpec) -> None:
+    if spec.study.scheduler is not None:
+        raise ConfigError(
+            f"study.scheduler: {spec.study.scheduler.type} pauses trials and resumes them in worker processes; run "
+            "without --in-process"
+        )
     ranks = spec.resources.ranks
     if ranks > 1:
         raise ConfigError(
@@ -43,6 +49,7 @@ def run_trials_in_process(
 ) -> None:
     """Run trials one after another in this process until `n_trials` (a total for the study) or `timeout` seconds."""
     deadline = None if timeout is None else time.monotonic() + timeout
+    finished_before = finished_numbers(study)
     while n_trials is None or (remaining_trials(study, n_trials) or 0) > 0:
         if deadline is not None and time.monotonic() >= deadline:
             break
@@ -54,8 +61,19 @@ def run_trials_in_process(
         resume_from = _resume_checkpoint(trial)
         if resume_from:
             trial.set_user_attr("resumed_from_trial", trial.user_attrs.get("requeued_from_trial"))
-        with TrialThreads(spec.resources.threads_per_trial):
-            outcome = run_trial(spec, study, trial, resume_from=resume_from)
+        try:
+            with TrialThreads(spec.resources.threads_per_trial):
+                outcome = run_trial(spec, study, trial, resume_from=resume_from)
+        except KeyboardInterrupt:
+            # Queued again at once, as an interrupt (not a crash: it uses up no retry), from its newest checkpoint.
+            policy = RetryPolicy.of(spec)
+            attrs = {"interrupted": True}
+            fail_running_trial(
+                study, trial_id(trial), "interrupted", policy, counts_as_retry=False, extra_attrs=attrs
+            )
+            raise Interrupted(
+                f"stopped: {describe_stop(study, str(spec.output_dir), finished_before)}"
+            ) from None
         record_outcome(study, trial, outcome)
         after_trial(spec, study)
         if report is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,37 @@ def default_mode(configured: str | None) -> str:
     if os.environ.get("WANDB_MODE") in ("online", "offline", "disabled"):
         return os.environ["WANDB_MODE"]
     return "online" if os.environ.get("WANDB_API_KEY") else "offline"
+
+
+# wandb's temporary folders, created when these modules are imported and removed by an atexit hook.
+_TEMP_FOLDERS = (
+    ("wandb.sdk.data_types._private", "MEDIA_TMP"),
+    ("wandb.sdk.artifacts.artifact", "Artifact._TMP_DIR"),
+)
+
+
+def wandb_imported() -> bool:
+    return "wandb" in sys.modules
+
+
+def release_wandb(imported_before: bool) -> None:
+    """What wandb's atexit hooks do, for a process about to leave by `os._exit` (a forked trial), which skips them:
+    end wandb's service and delete the `tmp*wandb-media` / `tmp*wandb-artifacts` folders it made at import.
+
+    `imported_before`: wandb was imported before this process was forked; then its service and folders are the
+    parent's (shared by every trial) and the parent's own exit cleans them up, so nothing is touched here."""
+    if imported_before or not wandb_imported():
+        return
+    try:
+        sys.modules["wandb"].teardown()
+    except Exception as error:  # a service already gone: nothing left to end, the folders still go
+        logger.warning("wandb teardown failed: %s: %s", type(error).__name__, error)
+    for module_name, attribute in _TEMP_FOLDERS:
+        owner: Any = sys.modules.get(module_name)
+        for name in attribute.split("."):
+            owner = getattr(owner, name, None)
+        if owner is not None:
+            owner.cleanup()
 
 
 class WandbCallback(TrainerCallback):

@@ -29,10 +29,19 @@ from hpo.tracking.run_info import RunInfo, origin_attrs
 from hpo.trial.callbacks import TrialIdentityCallback
 from hpo.trial.oom import FIX as OOM_FIX
 from hpo.trial.oom import describe_oom
+from hpo.trial.pause import find_pause
 from hpo.trial.pruning import ObjectiveTracker, OptunaPruningCallback
 from hpo.trial.scoring import trial_values
 from hpo.trial.space import sample_params
-from trainer import Trainer, TrainerCallback, TrainerState, TrainingArguments, set_seed
+from trainer import (
+    PrinterCallback,
+    ProgressCallback,
+    Trainer,
+    TrainerCallback,
+    TrainerState,
+    TrainingArguments,
+    set_seed,
+)
 
 
 @dataclass
@@ -137,7 +146,14 @@ def _train_and_score(
         compute_metrics=task.compute_metrics,
         callbacks=callbacks,
     )
+    # A trial's logs go to the trackers; printed, they would land between the study table's rows (--in-process) or
+    # fill the worker's log (forked): neither the log dicts (disable_tqdm) nor a progress bar is shown for a trial.
+    for console_output in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(console_output)
     trainer.train(resume_from_checkpoint=resume_from)
+    pause = find_pause(extra)
+    if pause is not None:  # stopped at a pause point with a checkpoint: a scheduler continues it later
+        return paused_outcome(pause.paused_step, pause.paused_value, run_dir)
     if (
         not tracker.evaluations
         and eval_dataset is not None
@@ -269,6 +285,16 @@ def score_trial(
         error = f"non-finite objective: {dict(zip(metrics, values, strict=True))}"
         return TrialOutcome(TrialState.FAIL, None, None, error, attrs)
     return TrialOutcome(TrialState.COMPLETE, values, None, None, attrs)
+
+
+def paused_outcome(step: int | None, value: float | None, run_dir: Path) -> TrialOutcome:
+    """A trial that stopped at a pause point (hpo.trial.pause): state WAITING, its value there, its checkpoint."""
+    attrs = {
+        "paused_step": step,
+        "paused_checkpoint": str(run_dir / f"checkpoint-{step}"),
+        "global_step": step,
+    }
+    return TrialOutcome(TrialState.WAITING, None if value is None else [value], None, None, attrs)
 
 
 def best_checkpoint(run_dir: Path, best_step: int | None, state: TrainerState) -> str | None:

@@ -216,7 +216,10 @@ def test_ctrl_c_of_an_in_process_run_says_how_to_resume_and_the_rerun_resumes(tm
     finally:
         kill_quietly(run)
     assert run.returncode == 130, output
-    assert "interrupted; run the same command again: it finds a trial this stopped and resumes it" in output
+    assert (
+        "stopped: trial 0 saved " in output
+        and "the next run resumes from there; continue with: hpo run" in output
+    )
     assert "Traceback" not in output and "Aborted." not in output
     rerun = start_hpo(tmp_path, "run", "--n-trials", "1", "--in-process", "--set", "model.delay=0.0")
     output, _ = rerun.communicate(timeout=120)
