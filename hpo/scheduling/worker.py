@@ -167,7 +167,10 @@ def make_gate(config: WorkerConfig) -> GpuGate | None:
         return None
     reader = config.gpu_memory or default_reader()
     gpu = slot.devices[0]
-    return GpuGate(gate_dir(config.spec.output_dir, gpu), gpu, slot.index, slot.packing, reader, slot.threads)
+    directory = gate_dir(config.spec.output_dir, gpu)
+    return GpuGate(
+        directory, gpu, slot.index, slot.packing, reader, slot.threads, status_file=status_file(config)
+    )
 
 
 def wait_for_room(
@@ -187,6 +190,7 @@ def wait_for_room(
         decision = gate.admit(study, trial.number, params, alone=alone)
         if decision.start:
             trial.set_user_attr("gpu_admission", decision.reason)
+            trial.set_user_attr("gpu_admitted_at", time.time())
             return True
         if stop.level:
             return False

@@ -82,12 +82,14 @@ class SlotStatusCallback(TrainerCallback):
         self.path, self.metric, self.base = path, metric, dict(base)
         self.latest: dict[str, Any] = {}
         self.last_write = 0.0
+        self.steps = 0  # steps taken in this process (a resumed trial starts at a later global step)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._write(state, force=True)
 
     def on_step_end(self, args, state, control, **kwargs):
-        self._write(state)
+        self.steps += 1
+        self._write(state, force=self.steps <= 2)  # the GPU gate measures a trial from its second step on
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         for key in (self.metric, f"eval_{self.metric}", "eval_loss"):
@@ -102,6 +104,7 @@ class SlotStatusCallback(TrainerCallback):
             return
         self.last_write = now
         record = {**self.base, "state": "running", "step": state.global_step, "max_steps": state.max_steps}
+        record["steps_run"] = self.steps
         record["pid"] = os.getpid()  # hpo status leaves out the slots of processes that died without a word
         if torch.cuda.is_initialized():  # what this trial's PyTorch holds on its GPU now, and at most so far
             record["gpu_memory"] = torch.cuda.memory_reserved()
