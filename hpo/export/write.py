@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -74,8 +75,11 @@ def export_run(spec: RunSpec, out_dir: str | Path, *, evaluate: bool = True) -> 
 
 
 def _export(source: ExportSource, out_dir: str | Path, *, evaluate: bool) -> ExportResult:
-    out_dir = Path(out_dir)
-    _check_destination(out_dir)
+    given = str(out_dir)
+    out_dir = Path(
+        os.path.abspath(out_dir)
+    )  # ".", "a/..": the staging and previous siblings need a real name
+    _check_destination(out_dir, given)
     task = source.spec.task.resolve()
     model = task.model_init(dict(source.model_params))
     load_into(model, checkpoint_state_dict(source.checkpoint, model), source=str(source.checkpoint))
@@ -93,7 +97,15 @@ def _export(source: ExportSource, out_dir: str | Path, *, evaluate: bool) -> Exp
     return result
 
 
-def _check_destination(out_dir: Path) -> None:
+def _check_destination(out_dir: Path, given: str) -> None:
+    """An earlier export is replaced as a whole; anything else that is not empty is the user's, and is refused. The
+    current folder (or one holding it) is refused too: swapping it away would leave the shell in a deleted folder."""
+    cwd = Path.cwd()
+    if out_dir == cwd or out_dir in cwd.parents:
+        raise ConfigError(
+            f"--out {given}: the export replaces its folder as a whole, and this is the current folder; give another "
+            f"folder, e.g. --out {out_dir.parent / (out_dir.name + '-export')}"
+        )
     if out_dir.exists() and (
         not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / EXPORT_MANIFEST).exists())
     ):
