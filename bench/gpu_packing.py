@@ -9,10 +9,12 @@ with `resources.trials_per_gpu` set to the mode), all in this one invocation so 
 same machine at the same time:
 - small: a 4-layer BERT (hidden 256, sequence 128, batch 32, bf16) on generated tokens; a trial leaves an H100 mostly
   idle, so packing pays (measured with the round-1 code: 4 per GPU gave 2.86x one per GPU);
-- big: trials whose activations take about `--big-gib` GiB each (30 by default): two fit on an 80 GB GPU, three do not.
-  Fixed packing at 4 per GPU loses trials to CUDA out-of-memory; `auto` must lose none.
+- big: trials whose activations take about `--big-gib` GiB each (28 by default): two fit on an 80 GB GPU, three do not.
+  The round-1 code packed blindly and lost 4 of 6 trials to CUDA out-of-memory at 4 per GPU; now every number is a cap
+  under the GPU gate (a trial starts beside others only when NVML's free memory covers its expected peak), so no mode
+  may lose a trial: a trial that still runs out of memory beside others is queued again and counted as "requeued".
 Throughput is completed trials per hour over the span from the first trial's start to the last one's end (from the
-study's storage); failed trials are counted apart. A mode the installed hpo refuses (`auto` before it exists) is
+study's storage); failed trials (and requeued attempts) are counted apart. A mode the installed hpo refuses is
 reported as such. Where no CUDA GPU is visible (NVML sees none) the benchmark says so and exits 0.
 """
 
@@ -46,6 +48,7 @@ class Outcome:
     failed: int = 0
     span_s: float = 0.0
     wall_s: float = 0.0
+    requeued: int = 0  # attempts that ran out of memory beside others and were queued again (not failures)
     refused: str = ""
 
     @property
@@ -127,7 +130,9 @@ def count_trials(outcome: Outcome, database: Path, name: str) -> Outcome:
     finished = [t for t in study.trials if t.state.is_finished()]
     completed = [t for t in finished if t.state == optuna.trial.TrialState.COMPLETE]
     outcome.completed = len(completed)
-    outcome.failed = sum(1 for t in finished if t.state == optuna.trial.TrialState.FAIL)
+    failed = [t for t in finished if t.state == optuna.trial.TrialState.FAIL]
+    outcome.requeued = sum(1 for t in failed if t.user_attrs.get("requeued"))
+    outcome.failed = len(failed) - outcome.requeued
     if completed:
         first = min(t.datetime_start for t in finished)
         last = max(t.datetime_complete for t in finished)
@@ -137,7 +142,8 @@ def count_trials(outcome: Outcome, database: Path, name: str) -> Outcome:
 
 def report(outcomes: list[Outcome]) -> None:
     print(
-        f"\n{'study':<6} {'per GPU':>7} {'done':>5} {'failed':>6} {'span s':>8} {'trials/h':>9} {'vs 1':>6}"
+        f"\n{'study':<6} {'per GPU':>7} {'done':>5} {'failed':>6} {'requeued':>8} {'span s':>8} {'trials/h':>9} "
+        f"{'vs 1':>6}"
     )
     for kind in dict.fromkeys(o.study for o in outcomes):
         rows = [o for o in outcomes if o.study == kind]
@@ -148,7 +154,8 @@ def report(outcomes: list[Outcome]) -> None:
                 continue
             ratio = f"{o.per_hour / baseline:.2f}x" if baseline else "-"
             print(
-                f"{kind:<6} {o.mode:>7} {o.completed:>5} {o.failed:>6} {o.span_s:>8.1f} {o.per_hour:>9.0f} {ratio:>6}"
+                f"{kind:<6} {o.mode:>7} {o.completed:>5} {o.failed:>6} {o.requeued:>8} {o.span_s:>8.1f} "
+                f"{o.per_hour:>9.0f} {ratio:>6}"
             )
 
 
@@ -166,7 +173,7 @@ def check(root: Path, options: argparse.Namespace) -> int:
             )
             verdict = "valid" if done.returncode == 0 else f"refused: {done.stderr.strip().splitlines()[-1:]}"
             print(f"{kind}-{mode}: {verdict}")
-            status = status or (done.returncode if mode != "auto" else 0)  # auto may not exist yet
+            status = status or done.returncode
     return status
 
 

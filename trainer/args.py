@@ -10,12 +10,16 @@ import dataclasses
 import difflib
 import json
 import math
+import os
 import types
 import typing
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Union
 
+from trainer.accelerate_launch import apply_accelerate_launch
+from trainer.args_runtime import LOG_LEVELS, ProcessProperties
+from trainer.args_unsupported import check_unsupported
 from trainer.deepspeed_config import fill_deepspeed_config
 from trainer.errors import TrainerConfigError
 from trainer.fsdp_options import validate_fsdp_config
@@ -53,7 +57,7 @@ STRATEGIES = ("auto", "single", "ddp", "fsdp", "deepspeed")
 
 
 @dataclass
-class TrainingArguments:
+class TrainingArguments(ProcessProperties):
     """The arguments of one training run. Names and defaults follow `transformers.TrainingArguments`."""
 
     output_dir: str = "trainer_output"
@@ -73,6 +77,7 @@ class TrainingArguments:
     adam_beta2: float = 0.999
     adam_epsilon: float = 1e-8
     max_grad_norm: float = 1.0
+    label_smoothing_factor: float = 0.0  # > 0: compute_loss smooths the labels (transformers' LabelSmoother)
     lr_scheduler_type: str = "linear"
     lr_scheduler_kwargs: dict | None = None
     warmup_steps: int = 0
@@ -86,15 +91,26 @@ class TrainingArguments:
     eval_strategy: IntervalStrategy = IntervalStrategy.NO
     eval_steps: float | None = None
     eval_on_start: bool = False
+    eval_accumulation_steps: int | None = None  # move predictions to the CPU every N eval batches
+    batch_eval_metrics: bool = (
+        False  # compute_metrics(pred, compute_result) per batch, result at the last one
+    )
+    include_for_metrics: list[str] = dataclasses.field(
+        default_factory=list
+    )  # "inputs", "loss" in EvalPrediction
+    eval_delay: float = 0  # steps (eval_strategy steps) or epochs (epoch) to wait before the first evaluation
     prediction_loss_only: bool = False
     save_strategy: SaveStrategy = SaveStrategy.STEPS
     save_steps: float = 500
     save_total_limit: int | None = None
     save_only_model: bool = False
+    save_on_each_node: bool = False  # multi-node with per-node disks: local rank 0 of every node writes
     load_best_model_at_end: bool = False
     metric_for_best_model: str | None = None
     greater_is_better: bool | None = None
     ignore_data_skip: bool = False
+    # True: on resume, re-create stateful callbacks (and the control) from the checkpoint, as transformers does
+    restore_callback_states_from_checkpoint: bool = False
     # ---- reproducibility
     seed: int = 42
     data_seed: int | None = None
@@ -102,19 +118,37 @@ class TrainingArguments:
     # ---- precision and speed
     bf16: bool = False
     fp16: bool = False
+    bf16_full_eval: bool = False  # evaluate with the model cast to bf16 (not autocast)
+    fp16_full_eval: bool = False
+    tf32: bool | None = None  # TF32 matmuls on Ampere+ GPUs; None leaves torch's setting
     use_cpu: bool = False
     gradient_checkpointing: bool = False
+    gradient_checkpointing_kwargs: dict | None = None  # passed to model.gradient_checkpointing_enable
+    activation_checkpointing: bool | None = None  # transformers 5's name for gradient_checkpointing
+    activation_checkpointing_kwargs: dict | None = None
     torch_compile: bool = False
+    torch_compile_backend: str | None = None  # setting either turns torch_compile on, as in transformers
+    torch_compile_mode: str | None = None
+    torch_empty_cache_steps: int | None = None  # empty the accelerator's cache every N steps
+    neftune_noise_alpha: float | None = None  # NEFTune: noise on the input embeddings while training
+    include_num_input_tokens_seen: bool | str = "no"  # "no", "all", "non_padding" (True = "all")
     # ---- data loading
     dataloader_num_workers: int = 0
     dataloader_pin_memory: bool = True
     dataloader_drop_last: bool = False
+    dataloader_persistent_workers: bool = False
+    dataloader_prefetch_factor: int | None = None
+    dataloader_multiprocessing_context: str | None = None
+    remove_unused_columns: bool = True  # a datasets.Dataset loses the columns model.forward does not take
     label_names: list[str] | None = None
     # ---- reporting
     report_to: list[str] | str | None = "none"
     run_name: str | None = None
     disable_tqdm: bool = False
     skip_memory_metrics: bool = True  # False: memory figures of each phase (trainer/memory.py)
+    log_level: str = "passive"  # the trainer's logger level on the main process: debug, info, ..., passive
+    log_level_replica: str = "warning"  # on the other processes
+    log_on_each_node: bool = True
     # ---- parallelism (see trainer/strategies/)
     strategy: str = "auto"
     fsdp_config: dict | None = None
@@ -122,11 +156,52 @@ class TrainingArguments:
     ddp_find_unused_parameters: bool | None = None
     ddp_bucket_cap_mb: int | None = None
     ddp_timeout: int = 1800
+    ddp_broadcast_buffers: bool | None = None
+    ddp_static_graph: bool | None = None
+    ddp_backend: str | None = None  # nccl, gloo, ... (the strategy's default when None)
+    local_rank: int = -1  # set by launchers; the LOCAL_RANK of the environment wins, as in transformers
+    # ---- transformers fields that cannot apply here: accepted at their default, refused when set (see
+    # trainer/args_unsupported.py for each reason)
+    optim_target_modules: None | str | list[str] = None
+    average_tokens_across_devices: bool = True
+    use_liger_kernel: bool = False
+    liger_kernel_config: dict | None = None
+    use_cache: bool = False
+    project: str = "huggingface"
+    trackio_space_id: str | None = None
+    trackio_bucket_id: str | None = None
+    trackio_static_space_id: str | None = None
+    eval_do_concat_batches: bool = True
+    eval_use_gather_object: bool = False
+    enable_jit_checkpoint: bool = False
+    push_to_hub: bool = False
+    hub_token: str | None = None
+    hub_private_repo: bool | None = None
+    hub_model_id: str | None = None
+    hub_strategy: str = "every_save"
+    hub_always_push: bool = False
+    hub_revision: str | None = None
+    accelerator_config: dict | str | None = None
+    parallelism_config: Any = None
+    dataloader_in_order: bool = True
+    train_sampling_strategy: str = "random"
+    length_column_name: str = "length"
+    fsdp: str | None = None
+    debug: str = ""
+    # ---- read by example scripts, not by the Trainer (as in transformers)
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    resume_from_checkpoint: str | None = None
 
     def __post_init__(self) -> None:
+        check_unsupported(self)
         _check_types(self)
         _normalise(self)
+        apply_accelerate_launch(self)  # before the checks: the launcher's settings are checked like the rest
+        _normalise_transformers_fields(self)
         _check_values(self)
+        _check_transformers_fields(self)
         _check_best_model(self)
         _check_parallelism(self)
 
@@ -178,6 +253,10 @@ class TrainingArguments:
     def to_json(self, indent: int = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
 
+    def to_json_string(self) -> str:
+        """transformers' name for to_json."""
+        return self.to_json()
+
     def to_yaml(self) -> str:
         import yaml
 
@@ -224,6 +303,8 @@ def _allowed_types(annotation: Any) -> tuple[type, ...]:
         return (origin,)
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         return (str,)
+    if annotation is Any:
+        return (object,)
     return (annotation,)
 
 
@@ -271,6 +352,64 @@ def _normalise(args: TrainingArguments) -> None:
         args.report_to = [] if args.report_to == "none" else [args.report_to]
     elif args.report_to is None:
         args.report_to = []
+
+
+def _normalise_transformers_fields(args: TrainingArguments) -> None:
+    """The derived values transformers' __post_init__ sets, for the fields it shares with us."""
+    if args.activation_checkpointing is not None:  # transformers 5's name wins over the deprecated one
+        args.gradient_checkpointing = args.activation_checkpointing
+    if args.activation_checkpointing_kwargs is not None:
+        args.gradient_checkpointing_kwargs = args.activation_checkpointing_kwargs
+    if isinstance(args.include_num_input_tokens_seen, bool):
+        args.include_num_input_tokens_seen = "all" if args.include_num_input_tokens_seen else "no"
+    if args.torch_compile_backend is not None or args.torch_compile_mode is not None:
+        args.torch_compile = True
+    if args.eval_strategy == IntervalStrategy.STEPS and not args.eval_steps:
+        args.eval_steps = args.logging_steps  # transformers: evaluate as often as it logs
+    if args.do_eval is False and args.eval_strategy != IntervalStrategy.NO:
+        args.do_eval = True
+    local_rank = os.environ.get("LOCAL_RANK")
+    if local_rank not in (None, ""):
+        args.local_rank = int(
+            local_rank
+        )  # the launcher's word wins, as transformers reads it through accelerate
+
+
+def _check_transformers_fields(args: TrainingArguments) -> None:
+    _choice("include_num_input_tokens_seen", args.include_num_input_tokens_seen, ("no", "all", "non_padding"))
+    _choice("log_level", args.log_level, tuple(LOG_LEVELS))
+    _choice("log_level_replica", args.log_level_replica, tuple(LOG_LEVELS))
+    if not 0.0 <= args.label_smoothing_factor < 1.0:
+        raise TrainerConfigError(
+            f"training argument 'label_smoothing_factor' must be in [0, 1), got {args.label_smoothing_factor}"
+        )
+    for name in ("eval_accumulation_steps", "torch_empty_cache_steps", "dataloader_prefetch_factor"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise TrainerConfigError(
+                f"training argument '{name}' must be >= 1 (or null), got {getattr(args, name)}"
+            )
+    if args.neftune_noise_alpha is not None and args.neftune_noise_alpha <= 0:
+        raise TrainerConfigError(
+            f"training argument 'neftune_noise_alpha' must be > 0 (or null for no noise), got {args.neftune_noise_alpha}"
+        )
+    unknown = [name for name in args.include_for_metrics if name not in ("inputs", "loss")]
+    if unknown:
+        raise TrainerConfigError(
+            f"training argument 'include_for_metrics' may hold 'inputs' and 'loss', got {unknown}"
+        )
+    if args.bf16_full_eval and args.fp16_full_eval:
+        raise TrainerConfigError("'bf16_full_eval' and 'fp16_full_eval' are both true; choose one")
+    if args.eval_delay < 0:
+        raise TrainerConfigError(f"training argument 'eval_delay' must be >= 0, got {args.eval_delay}")
+    worker_only = [
+        n
+        for n in ("dataloader_persistent_workers", "dataloader_prefetch_factor")
+        if getattr(args, n) not in (False, None)
+    ]
+    if worker_only and args.dataloader_num_workers == 0:
+        raise TrainerConfigError(
+            f"{worker_only} need worker processes: set 'dataloader_num_workers' > 0, or remove them"
+        )
 
 
 def _positive(args: TrainingArguments, name: str, allow_zero: bool = False) -> None:
@@ -382,7 +521,14 @@ def _check_parallelism(args: TrainingArguments) -> None:
     if args.deepspeed is not None and args.fsdp_config is not None:
         raise TrainerConfigError("'deepspeed' and 'fsdp_config' are both set; choose one sharding strategy")
     ddp_only = [
-        n for n in ("ddp_find_unused_parameters", "ddp_bucket_cap_mb") if getattr(args, n) is not None
+        n
+        for n in (
+            "ddp_find_unused_parameters",
+            "ddp_bucket_cap_mb",
+            "ddp_broadcast_buffers",
+            "ddp_static_graph",
+        )
+        if getattr(args, n) is not None
     ]
     if ddp_only and args.strategy in ("single", "fsdp", "deepspeed"):
         raise TrainerConfigError(

@@ -10,13 +10,12 @@ import difflib
 import logging
 import math
 import operator
-from abc import ABC, abstractmethod
 from typing import Any
 
 from trainer.args import IntervalStrategy, SaveStrategy, TrainingArguments
 from trainer.errors import TrainerConfigError
 from trainer.events import EVENT_NAMES, Event
-from trainer.state import TrainerControl, TrainerState
+from trainer.state import ExportableState, TrainerControl, TrainerState
 
 logger = logging.getLogger(__name__)
 
@@ -41,29 +40,64 @@ class TrainerCallback:
     def on_prediction_step(self, args, state, control, **kwargs): ...
     def on_save(self, args, state, control, **kwargs): ...
     def on_log(self, args, state, control, **kwargs): ...
+    def on_push_begin(self, args, state, control, **kwargs): ...
 
 
-class ExportableState(ABC):
-    """A callback whose state travels in checkpoints (`state.stateful_callbacks[<class name>]`)."""
-
-    @abstractmethod
-    def state(self) -> dict[str, Any]:
-        """What to save in the checkpoint (JSON-serialisable)."""
-
-    @abstractmethod
-    def load_state(self, values: dict[str, Any]) -> None:
-        """Restore what `state()` returned."""
+def _exportable(callbacks: list[Any]) -> list[Any]:
+    return [cb for cb in callbacks if isinstance(cb, ExportableState)]
 
 
 def export_callback_states(callbacks: list[Any]) -> dict[str, Any]:
-    """The state of each ExportableState callback, by class name (saved in trainer_state.json)."""
-    return {type(cb).__name__: cb.state() for cb in callbacks if isinstance(cb, ExportableState)}
+    """The state of each ExportableState (callbacks and the TrainerControl) by class name, a list for a class with
+    several instances: the layout of transformers' trainer_state.json."""
+    states: dict[str, Any] = {}
+    for callback in _exportable(callbacks):
+        name = type(callback).__name__
+        if name not in states:
+            states[name] = callback.state()
+        elif isinstance(states[name], list):
+            states[name].append(callback.state())
+        else:
+            states[name] = [states[name], callback.state()]
+    return states
+
+
+def _saved_by_class(saved: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return {name: data if isinstance(data, list) else [data] for name, data in saved.items()}
 
 
 def restore_callback_states(callbacks: list[Any], saved: dict[str, Any]) -> None:
-    for callback in callbacks:
-        if isinstance(callback, ExportableState) and type(callback).__name__ in saved:
-            callback.load_state(saved[type(callback).__name__])
+    """Set saved attributes on the registered instances, in order within a class (the default on resume)."""
+    by_class = _saved_by_class(saved)
+    seen: dict[str, int] = {}
+    for callback in _exportable(callbacks):
+        name = type(callback).__name__
+        index = seen.get(name, 0)
+        seen[name] = index + 1
+        if isinstance(callback, TrainerControl) or index >= len(by_class.get(name, [])):
+            continue  # the control's flags belong to the step that was saved: this run starts afresh
+        callback.load_state(by_class[name][index])
+
+
+def recreate_callbacks(
+    handler: CallbackHandler, control: TrainerControl, saved: dict[str, Any]
+) -> tuple[TrainerControl, list[str]]:
+    """transformers' `restore_callback_states_from_checkpoint`: replace each registered ExportableState (and the
+    control) by one re-created from the checkpoint. Returns the control to use and the saved classes not registered."""
+    by_class = _saved_by_class(saved)
+    registered = [*_exportable(handler.callbacks), control]
+    missing = [name for name in by_class if not any(type(cb).__name__ == name for cb in registered)]
+    for name, states in by_class.items():
+        instances = [cb for cb in registered if type(cb).__name__ == name]
+        for instance, values in zip(instances, states, strict=False):
+            fresh = type(instance).from_state(values)
+            if isinstance(instance, TrainerControl):
+                control = fresh
+            else:
+                position = handler.callbacks.index(instance)
+                handler.callbacks[position] = fresh
+    handler._rebuild()
+    return control, missing
 
 
 def check_event_names(callback: Any) -> None:
@@ -86,18 +120,27 @@ def _overrides(callback: Any, event: str) -> bool:
 class CallbackHandler:
     """Calls the callbacks' hooks in order. Only overridden hooks are called, so an unused event costs nothing."""
 
-    def __init__(self, callbacks: list[Any] | None = None) -> None:
+    def __init__(self, callbacks: list[Any] | None = None, **bound: Any) -> None:
+        """`bound`: objects every hook receives (transformers passes model, processing_class, optimizer,
+        lr_scheduler positionally-named here)."""
         self.callbacks: list[Any] = []
-        self.kwargs: dict[str, Any] = {}
+        self.kwargs: dict[str, Any] = dict(bound)
         self.hooks: dict[str, list[Any]] = {}  # event -> bound methods that override it (read by the loop)
         for callback in callbacks or []:
             self.add_callback(callback)
+        if not any(isinstance(cb, DefaultFlowCallback) for cb in self.callbacks):
+            names = ", ".join(type(cb).__name__ for cb in self.callbacks) or "none"
+            logger.warning(
+                "the callbacks have no DefaultFlowCallback: nothing will decide when to log, evaluate, save or stop "
+                f"(callbacks: {names})"  # noqa: G004
+            )
 
     def add_callback(self, callback: Any) -> None:
         instance = callback() if isinstance(callback, type) else callback
         check_event_names(instance)
         if any(type(c) is type(instance) for c in self.callbacks):
-            logger.warning("adding a second %s to the callbacks", type(instance).__name__)
+            # formatted here, not lazily: transformers' tests (and users' log filters) read the message itself
+            logger.warning(f"adding a second {type(instance).__name__} to the callbacks")  # noqa: G004
         self.callbacks.append(instance)
         self._rebuild()
 
@@ -123,6 +166,12 @@ class CallbackHandler:
             hooks = [getattr(cb, event.value) for cb in self.callbacks if _overrides(cb, event.value)]
             self.hooks[event] = self.hooks[event.value] = hooks
 
+    def call_event(
+        self, event: str, args: TrainingArguments, state: TrainerState, control: TrainerControl, **extra: Any
+    ) -> TrainerControl:
+        """transformers' name for `call`."""
+        return self.call(event, args, state, control, **extra)
+
     def has_hooks(self, event: str) -> bool:
         return bool(self.hooks[event])
 
@@ -145,6 +194,39 @@ class CallbackHandler:
         return "\n".join(type(cb).__name__ for cb in self.callbacks)
 
 
+def _event_method(event: Event) -> Any:
+    def fire(self: CallbackHandler, args: Any, state: Any, control: Any, **extra: Any) -> TrainerControl:
+        return self.call(event, args, state, control, **extra)
+
+    fire.__name__ = event.value
+    fire.__doc__ = f"Call every callback's {event.value} (transformers' CallbackHandler.{event.value})."
+    return fire
+
+
+def _bound_property(name: str) -> property:
+    def get(self: CallbackHandler) -> Any:
+        return self.kwargs.get(name)
+
+    def set_(self: CallbackHandler, value: Any) -> None:
+        self.kwargs[name] = value
+
+    return property(get, set_, doc=f"The {name} every hook receives.")
+
+
+# transformers' CallbackHandler has one method per event and these attributes; ours are generated from Event.
+for _event in Event:
+    setattr(CallbackHandler, _event.value, _event_method(_event))
+for _name in (
+    "model",
+    "processing_class",
+    "optimizer",
+    "lr_scheduler",
+    "train_dataloader",
+    "eval_dataloader",
+):
+    setattr(CallbackHandler, _name, _bound_property(_name))
+
+
 class DefaultFlowCallback(TrainerCallback):
     """Decides when to log, evaluate, save and stop, from the interval strategies of the arguments."""
 
@@ -154,12 +236,15 @@ class DefaultFlowCallback(TrainerCallback):
             control.should_log = True
         if args.logging_strategy == IntervalStrategy.STEPS and step % state.logging_steps == 0:
             control.should_log = True
-        if args.eval_strategy == IntervalStrategy.STEPS and step % state.eval_steps == 0:
+        evaluating_by_steps = args.eval_strategy == IntervalStrategy.STEPS and args.eval_delay <= step
+        if evaluating_by_steps and step % state.eval_steps == 0:
             control.should_evaluate = True
         if args.save_strategy == SaveStrategy.STEPS and step % state.save_steps == 0:
             control.should_save = True
         if step >= state.max_steps:
             control.should_training_stop = True
+            if evaluating_by_steps:
+                control.should_evaluate = True  # transformers 5: the final model is always evaluated
             if args.save_strategy == SaveStrategy.STEPS:
                 control.should_save = True  # the last step is always saved
         return control
@@ -167,7 +252,7 @@ class DefaultFlowCallback(TrainerCallback):
     def on_epoch_end(self, args, state, control, **kwargs):
         if args.logging_strategy == IntervalStrategy.EPOCH:
             control.should_log = True
-        if args.eval_strategy == IntervalStrategy.EPOCH:
+        if args.eval_strategy == IntervalStrategy.EPOCH and args.eval_delay <= (state.epoch or 0):
             control.should_evaluate = True
         if args.save_strategy == SaveStrategy.EPOCH:
             control.should_save = True
@@ -245,16 +330,23 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
         value = (metrics or {}).get(args.best_metric_name)
         if value is None or not math.isfinite(value):
             return
-        better = operator.gt if args.higher_is_better else operator.lt
+        self.check_metric_value(args, state, control, value)
+        if self.early_stopping_patience_counter >= self.early_stopping_patience:
+            control.should_training_stop = True
+
+    def check_metric_value(self, args, state, control, metric_value: float) -> None:
+        """Reset the patience counter when `metric_value` beats the best by more than the threshold, else count."""
+        higher = getattr(args, "higher_is_better", None)
+        if higher is None:  # transformers' form: arguments with greater_is_better only
+            higher = bool(getattr(args, "greater_is_better", False))
+        better = operator.gt if higher else operator.lt
         if state.best_metric is None or (
-            better(value, state.best_metric)
-            and abs(value - state.best_metric) > self.early_stopping_threshold
+            better(metric_value, state.best_metric)
+            and abs(metric_value - state.best_metric) > self.early_stopping_threshold
         ):
             self.early_stopping_patience_counter = 0
         else:
             self.early_stopping_patience_counter += 1
-        if self.early_stopping_patience_counter >= self.early_stopping_patience:
-            control.should_training_stop = True
 
     def state(self) -> dict[str, Any]:
         return {
@@ -264,8 +356,3 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
             },
             "attributes": {"early_stopping_patience_counter": self.early_stopping_patience_counter},
         }
-
-    def load_state(self, values: dict[str, Any]) -> None:
-        self.early_stopping_patience_counter = values.get("attributes", {}).get(
-            "early_stopping_patience_counter", 0
-        )

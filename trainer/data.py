@@ -101,12 +101,17 @@ def eval_dataloader(
 def _loader_options(args: TrainingArguments, collator: Any) -> dict[str, Any]:
     # A loader with its own generator leaves the global torch RNG (dropout's) untouched when an epoch starts,
     # which exact resume relies on.
-    return {
+    options = {
         "collate_fn": collator or default_collate,
         "num_workers": args.dataloader_num_workers,
         "pin_memory": args.dataloader_pin_memory and torch.cuda.is_available(),
         "generator": torch.Generator().manual_seed(args.sampler_seed),
     }
+    if args.dataloader_num_workers > 0:  # DataLoader refuses these without worker processes
+        options["persistent_workers"] = args.dataloader_persistent_workers
+        options["prefetch_factor"] = args.dataloader_prefetch_factor
+        options["multiprocessing_context"] = args.dataloader_multiprocessing_context
+    return options
 
 
 def start_epoch(loader: DataLoader, epoch: int, seed: int, skip_batches: int = 0) -> Iterator[Any]:
@@ -181,10 +186,12 @@ def batch_size_of(batch: Any) -> int:
     return 1 if tensor is None or tensor.ndim == 0 else tensor.shape[0]
 
 
-def tokens_in(batch: Any) -> int:
-    """Input tokens of a batch (the size of `input_ids`), 0 when the batch has none."""
+def tokens_in(batch: Any, non_padding: bool = False) -> int:
+    """Input tokens of a batch (the size of `input_ids`; with `non_padding`, the ones its attention_mask keeps), 0
+    when the batch has none."""
     if hasattr(batch, "get"):
         input_ids = batch.get("input_ids")
         if torch.is_tensor(input_ids):
-            return input_ids.numel()
+            mask = batch.get("attention_mask") if non_padding else None
+            return int(mask.sum()) if torch.is_tensor(mask) else input_ids.numel()
     return 0

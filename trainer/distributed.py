@@ -69,7 +69,9 @@ def pick_device(local_rank: int, use_cpu: bool = False) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
-def init_process_group(layout: RankLayout, device: torch.device, timeout_s: float) -> bool:
+def init_process_group(
+    layout: RankLayout, device: torch.device, timeout_s: float, backend: str | None = None
+) -> bool:
     """Start the default process group unless one runs already. Returns True when this call started it.
 
     A world of one gets an in-memory store, so a strategy such as DDP also runs in a plain `python` process.
@@ -77,7 +79,7 @@ def init_process_group(layout: RankLayout, device: torch.device, timeout_s: floa
     """
     if dist.is_initialized():
         return False
-    backend = default_backend(device)
+    backend = backend or default_backend(device)
     timeout = timedelta(seconds=timeout_s)
     if layout.world_size == 1 and "MASTER_ADDR" not in os.environ:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)

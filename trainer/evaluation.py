@@ -68,6 +68,15 @@ def _as_float(value: Any) -> Any:
     return value.item() if isinstance(value, (np.generic, torch.Tensor)) else value
 
 
+def _main_input(trainer: Trainer, batch: Any) -> torch.Tensor | None:
+    """The model's main input (`main_input_name`, input_ids by default) of a dict batch, else the batch's first."""
+    name = getattr(trainer.strategy.unwrap(trainer.model), "main_input_name", "input_ids")
+    if hasattr(batch, "get") and torch.is_tensor(batch.get(name)):
+        return batch[name]
+    first = batch[0] if isinstance(batch, (tuple, list)) else None
+    return first if torch.is_tensor(first) else None
+
+
 def evaluation_loop(
     trainer: Trainer, loader: DataLoader, metric_key_prefix: str, prediction_loss_only: bool
 ) -> PredictionOutput:
@@ -79,6 +88,11 @@ def evaluation_loop(
     losses: list[np.ndarray] = []
     predictions: list[Any] = []
     labels: list[Any] = []
+    inputs: list[Any] = []
+    include = trainer.args.include_for_metrics
+    batch_metrics = trainer.args.batch_eval_metrics and trainer.compute_metrics is not None
+    metrics: dict[str, Any] = {}
+    total = len(loader) if has_length(loader) else None
     steps = 0
     for batch in loader:
         batch = trainer.strategy.move_batch(batch)
@@ -92,21 +106,30 @@ def evaluation_loop(
             predictions.append(_gather_cpu(trainer, logits))
         if label_ids is not None:
             labels.append(_gather_cpu(trainer, label_ids))
+        main_input = _main_input(trainer, batch) if "inputs" in include else None
+        if main_input is not None:
+            inputs.append(_gather_cpu(trainer, main_input))
         steps += 1
+        if batch_metrics:
+            # transformers' batch_eval_metrics: tensors of this batch; the metrics of the last call are the result
+            batch_loss = loss.detach().reshape(1) if loss is not None and "loss" in include else None
+            result = trainer.compute_metrics(
+                EvalPrediction(logits, label_ids, main_input, batch_loss), compute_result=steps == total
+            )
+            metrics = dict(result or {})
         trainer.fire(Event.ON_PREDICTION_STEP, eval_dataloader=loader)
     if was_training:
         model.train()
     count = len(loader.dataset) if has_length(loader.dataset) else None
     all_preds = _trim(_concat(predictions), count) if predictions else None
     all_labels = _trim(_concat(labels), count) if labels else None
-    metrics: dict[str, Any] = {}
-    if trainer.compute_metrics is not None and all_preds is not None and all_labels is not None:
-        metrics.update(
-            {
-                k: _as_float(v)
-                for k, v in trainer.compute_metrics(EvalPrediction(all_preds, all_labels)).items()
-            }
-        )
+    if batch_metrics:
+        metrics = {k: _as_float(v) for k, v in metrics.items()}
+    elif trainer.compute_metrics is not None and all_preds is not None and all_labels is not None:
+        all_inputs = _trim(_concat(inputs), count) if inputs else None
+        all_losses = _trim(np.concatenate(losses), count) if losses and "loss" in include else None
+        prediction = EvalPrediction(all_preds, all_labels, all_inputs, all_losses)
+        metrics.update({k: _as_float(v) for k, v in trainer.compute_metrics(prediction).items()})
     if losses:
         metrics["loss"] = float(_trim(np.concatenate(losses), count).mean())
     runtime = time.perf_counter() - start

@@ -58,6 +58,9 @@ class Event(str, Enum):
     ON_PREDICTION_STEP = "on_prediction_step"
     ON_SAVE = "on_save"
     ON_LOG = "on_log"
+    # transformers fires it before pushing to the Hub; this Trainer never pushes (push_to_hub refuses), so it fires
+    # only when user code calls `callback_handler.on_push_begin(...)`. It exists so that ported callbacks register.
+    ON_PUSH_BEGIN = "on_push_begin"
 
 
 EVENT_NAMES = frozenset(e.value for e in Event)

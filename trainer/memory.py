@@ -249,3 +249,13 @@ def track_memory(
         return measured  # type: ignore[return-value]
 
     return wrap
+
+
+def empty_device_cache(device: torch.device) -> None:
+    """Return the accelerator's cached, unused memory to the driver (`torch_empty_cache_steps`); nothing on a CPU."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+    elif device.type == "xpu":
+        torch.xpu.empty_cache()

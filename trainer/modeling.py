@@ -66,9 +66,15 @@ def prepare_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.M
                 f"gradient_checkpointing is on but {type(model).__name__} has no gradient_checkpointing_enable(); "
                 "use a transformers model, add that method, or turn the option off"
             )
-        model.gradient_checkpointing_enable()
+        kwargs = args.gradient_checkpointing_kwargs
+        # a model's own gradient_checkpointing_enable() may take no arguments: pass them only when given
+        model.gradient_checkpointing_enable(**({"gradient_checkpointing_kwargs": kwargs} if kwargs else {}))
+    if args.tf32 is not None:  # process-wide, as transformers sets it
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cudnn.allow_tf32 = args.tf32
     if args.torch_compile and not getattr(model, "_trainer_compiled", False):
-        model.compile()  # in place: the module and its state_dict keys stay as they are
+        options = {"backend": args.torch_compile_backend or "inductor", "mode": args.torch_compile_mode}
+        model.compile(**options)  # in place: the module and its state_dict keys stay as they are
         model._trainer_compiled = True
     return model
 

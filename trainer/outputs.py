@@ -22,21 +22,25 @@ class PredictionOutput(NamedTuple):
 
 
 class EvalPrediction:
-    """What compute_metrics receives: numpy predictions and labels (unpacks as `predictions, labels = p`)."""
+    """What compute_metrics receives: numpy predictions and labels, and the inputs and losses when
+    `include_for_metrics` asks for them. Unpacks as transformers' does: `predictions, labels = p`, with inputs and
+    losses appended when present."""
 
-    def __init__(self, predictions: Any, label_ids: Any, inputs: Any = None) -> None:
+    def __init__(self, predictions: Any, label_ids: Any, inputs: Any = None, losses: Any = None) -> None:
         self.predictions = predictions
         self.label_ids = label_ids
         self.inputs = inputs
+        self.losses = losses
+        self.elements = (predictions, label_ids) + tuple(x for x in (inputs, losses) if x is not None)
 
     def __iter__(self):
-        return iter((self.predictions, self.label_ids))
+        return iter(self.elements)
 
     def __getitem__(self, index: int) -> Any:
-        return (self.predictions, self.label_ids)[index]
+        return self.elements[index]
 
     def __len__(self) -> int:
-        return 2
+        return len(self.elements)
 
 
 def _one_or_tuple(values: list[Any]) -> Any:

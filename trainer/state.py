@@ -4,9 +4,40 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+class ExportableState:
+    """A callback whose state travels in checkpoints, as transformers documents it: implement `state()` returning
+    `{"args": <keyword arguments of __init__>, "attributes": <attributes to set after __init__>}`.
+
+    Saved in `trainer_state.json` under `stateful_callbacks[<class name>]` (a list when several instances of one class
+    are registered). On resume with `restore_callback_states_from_checkpoint=True` each registered instance is replaced
+    by one re-created from its saved state (`from_state`), as transformers does. Without it, `load_state` sets the saved
+    attributes on the registered instance (our addition, so that a resumed run continues counting: see
+    docs/compat.md)."""
+
+    def state(self) -> dict[str, Any]:
+        raise NotImplementedError(
+            f"{type(self).__name__} inherits ExportableState but does not implement state(), which returns "
+            '{"args": {...}, "attributes": {...}}'
+        )
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Any:
+        """A new instance built from `state()`'s output: `cls(**args)`, then each attribute set."""
+        instance = cls(**state.get("args", {}))
+        for name, value in state.get("attributes", {}).items():
+            setattr(instance, name, value)
+        return instance
+
+    def load_state(self, values: dict[str, Any]) -> None:
+        """Set the saved attributes on this instance (its constructor arguments stay as given)."""
+        for name, value in values.get("attributes", {}).items():
+            setattr(self, name, value)
 
 
 @dataclass
@@ -52,6 +83,14 @@ class TrainerState:
         ):
             setattr(self, name, getattr(saved, name))
 
+    def compute_steps(self, args: Any, max_steps: int) -> None:
+        """logging_steps, eval_steps and save_steps in steps: a value below 1 is that share of max_steps, rounded
+        up (transformers' rule; eval_steps None is left as it is)."""
+        for kind in ("logging", "eval", "save"):
+            value = getattr(args, f"{kind}_steps")
+            if value is not None:
+                setattr(self, f"{kind}_steps", math.ceil(max_steps * value) if value < 1 else int(value))
+
     def save_to_json(self, json_path: str | Path) -> None:
         text = json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
         Path(json_path).write_text(text, encoding="utf-8")
@@ -64,14 +103,18 @@ class TrainerState:
 
 
 @dataclass
-class TrainerControl:
-    """Flags that callbacks set to steer the loop. The loop resets the per-step flags after acting on them."""
+class TrainerControl(ExportableState):
+    """Flags that callbacks set to steer the loop. The loop resets the per-step flags after acting on them. Saved
+    among the stateful callbacks of each checkpoint, as in transformers."""
 
     should_training_stop: bool = False
     should_epoch_stop: bool = False
     should_save: bool = False
     should_evaluate: bool = False
     should_log: bool = False
+
+    def state(self) -> dict[str, Any]:
+        return {"args": dataclasses.asdict(self), "attributes": {}}
 
     def _new_training(self) -> None:
         self.should_training_stop = False

@@ -24,8 +24,10 @@ from trainer.callbacks import (
     PrinterCallback,
     ProgressCallback,
     export_callback_states,
+    recreate_callbacks,
     restore_callback_states,
 )
+from trainer.columns import drop_unused_columns
 from trainer.data import (
     accumulation_windows,
     batch_size_of,
@@ -35,14 +37,25 @@ from trainer.data import (
     train_dataloader,
 )
 from trainer.errors import TrainerConfigError, TrainerError
-from trainer.evaluation import evaluation_loop
 from trainer.events import Event
-from trainer.memory import MemoryTracker, track_memory
+from trainer.hub import HubMixin
+from trainer.label_smoothing import smoothed_loss_and_outputs
+from trainer.memory import MemoryTracker, empty_device_cache, track_memory
 from trainer.meter import create_loss_meter
-from trainer.modeling import call_model, labels_of, prepare_model, split_labels, training_flos_per_token
+from trainer.modeling import (
+    call_model,
+    is_mapping,
+    labels_of,
+    prepare_model,
+    split_labels,
+    training_flos_per_token,
+)
+from trainer.neftune import activate_neftune
 from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
 from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
 from trainer.plan import TrainingPlan, build_plan
+from trainer.public_api import PublicMethodsMixin
+from trainer.reporting import MetricsReportingMixin
 from trainer.search import search_backend
 from trainer.seed import enable_full_determinism, set_seed
 from trainer.state import TrainerControl, TrainerState
@@ -50,8 +63,12 @@ from trainer.strategies import create_strategy
 
 logger = logging.getLogger(__name__)
 
+# transformers' names: the callbacks every Trainer has (besides the progress bar or printer), the state file's name
+DEFAULT_CALLBACKS = [DefaultFlowCallback]
+TRAINER_STATE_NAME = ckpt.STATE_FILE
 
-class Trainer:
+
+class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     """Train, evaluate and predict with any `torch.nn.Module` (transformers models included).
 
     The model returns its loss (a scalar tensor, or `loss` in a dict or output object), or `compute_loss_func(outputs,
@@ -107,7 +124,17 @@ class Trainer:
         self.control = TrainerControl()
         default = [DefaultFlowCallback, PrinterCallback if self.args.disable_tqdm else ProgressCallback]
         self.callback_handler = CallbackHandler(default + list(callbacks or []))
-        self.callback_handler.bind(trainer=self, model=self.model, optimizer=None, lr_scheduler=None)
+        self.callback_handler.bind(
+            trainer=self,
+            model=self.model,
+            processing_class=processing_class,
+            optimizer=None,
+            lr_scheduler=None,
+        )
+        self.is_in_train = False  # transformers' flag: evaluate() casts for *_full_eval only outside training
+        self._neftune_hook: Any = None
+        if self.args.log_level != "passive" or self.args.log_level_replica != "warning":
+            logging.getLogger("trainer").setLevel(self.args.get_process_log_level())
         self._memory.stop("init")
         self.fire(Event.ON_INIT_END)
 
@@ -173,6 +200,7 @@ class Trainer:
 
     def _train_loop(self, batch_size: int, checkpoint: Path | None) -> TrainOutput:
         args = self.args
+        self.is_in_train = True
         self._seed()  # the run's random stream starts here, whatever ran before
         loader = self.get_train_dataloader(batch_size)
         plan = build_plan(args, loader)
@@ -187,6 +215,8 @@ class Trainer:
         if checkpoint is not None:
             ckpt.load_rng_state(checkpoint, self.strategy.rank)  # last: nothing else may draw before step one
         for epoch in range(first_epoch, plan.num_epochs):
+            if self.state.global_step >= plan.max_steps:
+                break  # resumed from the run's last checkpoint: nothing left to train
             skip = steps_to_skip * args.gradient_accumulation_steps if epoch == first_epoch else 0
             self._train_epoch(loader, plan, epoch, skip)
             if self.control.should_training_stop or self.state.global_step >= plan.max_steps:
@@ -223,10 +253,13 @@ class Trainer:
     def _optimizer_step(self, window: list[Any]) -> torch.Tensor:
         """Forward and backward over one accumulation window, then clip and step. Returns the window's loss."""
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
+        every = self.args.torch_empty_cache_steps
+        if every and self.state.global_step % every == 0:
+            empty_device_cache(strategy.device)
         if len(window) == 1:
             batch = window[0]
             self._samples_since_log += batch_size_of(batch)
-            self._tokens_since_log += tokens_in(batch)
+            self._tokens_since_log += tokens_in(batch, self._count_non_padding)
             step_loss = self.training_step(model, batch)
         else:
             # Weight each micro-batch by its share of the window's samples: the mean over the window equals the
@@ -234,7 +267,7 @@ class Trainer:
             sizes = [batch_size_of(batch) for batch in window]
             total = sum(sizes)
             self._samples_since_log += total
-            self._tokens_since_log += sum(tokens_in(batch) for batch in window)
+            self._tokens_since_log += sum(tokens_in(batch, self._count_non_padding) for batch in window)
             step_loss = 0.0
             for i, batch in enumerate(window):
                 last = i == len(window) - 1
@@ -256,7 +289,7 @@ class Trainer:
     def training_step(self, model: torch.nn.Module, inputs: Any, loss_weight: float = 1.0) -> torch.Tensor:
         """Forward and backward of one micro-batch; returns the detached loss times `loss_weight`."""
         inputs = self.strategy.move_batch(inputs)
-        with self.strategy.autocast():
+        with self.compute_loss_context_manager():
             loss = self.compute_loss(model, inputs)
         if loss_weight != 1.0:
             loss = loss * loss_weight
@@ -275,6 +308,10 @@ class Trainer:
             outputs = call_model(model, features)
             n_items = num_items_in_batch if num_items_in_batch is not None else batch_size_of(inputs)
             loss = self.compute_loss_func(outputs, labels, num_items_in_batch=n_items)
+        elif self.args.label_smoothing_factor > 0 and is_mapping(inputs) and "labels" in inputs:
+            loss, outputs = smoothed_loss_and_outputs(
+                model, self.strategy.unwrap(model), inputs, self.args.label_smoothing_factor
+            )
         else:
             outputs = call_model(model, inputs)
             loss = loss_of(outputs)
@@ -306,6 +343,8 @@ class Trainer:
             logs["grad_norm"] = float(self._grad_norm)
         logs["learning_rate"] = current_learning_rate(self.optimizer)
         logs.update(self._throughput())
+        if self.args.include_num_input_tokens_seen != "no":
+            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         self.log(logs)
 
     def _throughput(self) -> dict[str, float]:
@@ -382,7 +421,7 @@ class Trainer:
             return metrics
         self._place_model()
         loader = self.get_eval_dataloader(dataset)
-        output = evaluation_loop(self, loader, metric_key_prefix, self.args.prediction_loss_only)
+        output = self.evaluation_loop(loader, "Evaluation", metric_key_prefix=metric_key_prefix)
         metrics = output.metrics
         self.log(metrics)
         self.fire(Event.ON_EVALUATE, metrics=metrics, eval_dataloader=loader)
@@ -393,10 +432,10 @@ class Trainer:
         self, test_dataset: Dataset, ignore_keys: Any = None, metric_key_prefix: str = "test"
     ) -> PredictionOutput:
         self._place_model()
-        loader = self.get_eval_dataloader(test_dataset)
-        output = evaluation_loop(self, loader, metric_key_prefix, False)
+        loader = self.get_test_dataloader(test_dataset)
+        output = self.evaluation_loop(loader, "Prediction", False, metric_key_prefix=metric_key_prefix)
         self.fire(Event.ON_PREDICT, metrics=output.metrics, eval_dataloader=loader)
-        return output
+        return PredictionOutput(output.predictions, output.label_ids, output.metrics)
 
     def prediction_step(
         self, model: torch.nn.Module, inputs: Any, prediction_loss_only: bool, ignore_keys: Any = None
@@ -419,12 +458,13 @@ class Trainer:
         step = state.global_step
         if state.best_global_step == step:
             state.best_model_checkpoint = str(ckpt.checkpoint_dir(args.output_dir, step))
-        state.stateful_callbacks = export_callback_states(self.callback_handler.callbacks)
+        state.stateful_callbacks = export_callback_states([*self.callback_handler.callbacks, self.control])
         path = ckpt.write_atomically(
             args.output_dir,
             step,
             self._write_checkpoint,
-            is_main=strategy.is_global_zero,
+            # save_on_each_node: nodes without a shared disk each keep their own copy
+            is_main=strategy.is_local_zero if args.save_on_each_node else strategy.is_global_zero,
             barrier=strategy.barrier,
         )
         if strategy.is_global_zero:
@@ -445,7 +485,12 @@ class Trainer:
         saved = TrainerState.load_from_json(checkpoint / ckpt.STATE_FILE)
         self.strategy.load_checkpoint(checkpoint, self.model, self.optimizer, self.lr_scheduler)
         self.state.restore_progress(saved)
-        restore_callback_states(self.callback_handler.callbacks, saved.stateful_callbacks)
+        if self.args.restore_callback_states_from_checkpoint:
+            self._load_callback_state()
+            self.control._new_training()  # a resumed run goes on: the saved stop flag ended the run that saved it
+            self.control._new_step()
+        else:
+            restore_callback_states(self.callback_handler.callbacks, saved.stateful_callbacks)
         skip_seen = (
             not self.args.ignore_data_skip
         )  # ignore_data_skip: start the current epoch from its beginning
@@ -486,6 +531,10 @@ class Trainer:
         }
         if state.num_input_tokens_seen:
             metrics["train_tokens_per_second"] = round(state.num_input_tokens_seen / runtime, 3)
+        if self._neftune_hook is not None:
+            self._neftune_hook.remove()  # the noise is for training only
+            self._neftune_hook = None
+        self.is_in_train = False
         peaks = self._memory.stop("train", metrics)
         state.peak_memory = peaks.to_dict() if peaks else {}
         self.log(dict(metrics))
@@ -534,12 +583,55 @@ class Trainer:
 
     # ---- building blocks (overridable) ------------------------------------------------------------------------
     def get_train_dataloader(self, batch_size: int | None = None) -> DataLoader:
-        sampler = self.strategy.train_sampler(self.train_dataset, shuffle=True, seed=self.args.sampler_seed)
+        dataset, collator = self._without_unused_columns(self.train_dataset)
+        sampler = self.strategy.train_sampler(dataset, shuffle=True, seed=self.args.sampler_seed)
         size = batch_size or self.args.per_device_train_batch_size
-        return train_dataloader(self.train_dataset, self.args, size, self.data_collator, sampler)
+        return train_dataloader(dataset, self.args, size, collator, sampler)
 
-    def get_eval_dataloader(self, dataset: Dataset) -> DataLoader:
-        return eval_dataloader(dataset, self.args, self.data_collator, self.strategy.eval_sampler(dataset))
+    def get_eval_dataloader(self, eval_dataset: Dataset | str | None = None) -> DataLoader:
+        """The loader over `eval_dataset`: the Trainer's eval_dataset when None, or the one of that name when the
+        Trainer holds a dict of them (as transformers)."""
+        dataset, collator = self._without_unused_columns(self._eval_dataset_named(eval_dataset))
+        return eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
+
+    def get_test_dataloader(self, test_dataset: Dataset) -> DataLoader:
+        dataset, collator = self._without_unused_columns(test_dataset)
+        return eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
+
+    def _without_unused_columns(self, dataset: Dataset) -> tuple[Dataset, Any]:
+        if not self.args.remove_unused_columns:
+            return dataset, self.data_collator
+        model = self.strategy.unwrap(self.model)
+        return drop_unused_columns(dataset, self.data_collator, model, self.args.label_names)
+
+    def _eval_dataset_named(self, eval_dataset: Dataset | str | None) -> Dataset:
+        if eval_dataset is not None and not isinstance(eval_dataset, str):
+            return eval_dataset
+        if self.eval_dataset is None:
+            raise TrainerConfigError("no eval_dataset: pass one to the Trainer or to this call")
+        if isinstance(eval_dataset, str):
+            if not isinstance(self.eval_dataset, dict) or eval_dataset not in self.eval_dataset:
+                names = sorted(self.eval_dataset) if isinstance(self.eval_dataset, dict) else []
+                raise TrainerConfigError(f"no eval dataset named '{eval_dataset}'; the Trainer has {names}")
+            return self.eval_dataset[eval_dataset]
+        if isinstance(self.eval_dataset, dict):
+            raise TrainerConfigError(
+                f"the Trainer has several eval datasets ({sorted(self.eval_dataset)}): name the one to load"
+            )
+        return self.eval_dataset
+
+    def _load_callback_state(self) -> None:
+        """transformers' restore of `state.stateful_callbacks` (with restore_callback_states_from_checkpoint): each
+        registered stateful callback and the control are re-created from the checkpoint's state."""
+        if not self.args.restore_callback_states_from_checkpoint:
+            return
+        self.control, missing = recreate_callbacks(
+            self.callback_handler, self.control, self.state.stateful_callbacks
+        )
+        if missing:
+            logger.warning(  # formatted: the message names the callbacks for whoever reads it, tests included
+                f"the checkpoint holds the state of callbacks this Trainer does not have, ignored: {', '.join(missing)}"
+            )
 
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
         """The optimizer over `model` (the placed/wrapped one during train(), else self.model)."""
@@ -564,6 +656,10 @@ class Trainer:
             model, build_optimizer, build_scheduler
         )
         self._model_placed = True
+        if self.args.neftune_noise_alpha is not None and self._neftune_hook is None:
+            self._neftune_hook = activate_neftune(
+                self.strategy.unwrap(self.model), self.args.neftune_noise_alpha
+            )
         self._scheduler_per_step = steps_with_scheduler(self.lr_scheduler)
         self.callback_handler.bind(
             model=self.model,
@@ -596,6 +692,7 @@ class Trainer:
         self._loss_sum, self._loss_steps = 0.0, 0
         self._grad_norm = None
         self._samples_since_log = self._tokens_since_log = self._samples_done = 0
+        self._count_non_padding = args.include_num_input_tokens_seen == "non_padding"
         self._flos_per_token = training_flos_per_token(self.strategy.unwrap(self.model))
         self._train_start = self._last_log_time = time.perf_counter()
         self._first_step = self._last_log_step = self.state.global_step
@@ -605,9 +702,9 @@ class Trainer:
             self.model = self.model.to(self.strategy.device)
             self._model_placed = True
 
-    def _call_model_init(self) -> torch.nn.Module:
+    def _call_model_init(self, trial: Any = None) -> torch.nn.Module:
         # transformers also accepts `model_init(trial)` (hyperparameter search); outside a search the trial is None.
-        model = self.model_init(None) if _takes_a_trial(self.model_init) else self.model_init()
+        model = self.model_init(trial) if _takes_a_trial(self.model_init) else self.model_init()
         if model is None:
             raise TrainerConfigError("model_init returned None; it must return a torch.nn.Module")
         return model

@@ -25,6 +25,11 @@ HPO.runTitle = function runTitle(data) {
   return (data.run && data.run.name) || data.id;
 };
 
+function fmtBytes(count) {
+  if (count >= 2 ** 30) return (count / 2 ** 30).toFixed(2) + " GiB";
+  return (count / 2 ** 20).toFixed(1) + " MiB";
+}
+
 function runChips(data) {
   const h = HPO.h;
   const run = data.run || {};
@@ -42,6 +47,11 @@ function runChips(data) {
   for (const key of ["host", "slot", "devices"]) {
     const value = attrs[key] !== undefined ? attrs[key] : run[key];
     if (HPO.fmt(value) !== "") chips.push(h("span", { className: "chip" }, key + " " + HPO.fmt(value)));
+  }
+  // Memory peaks: the trial's attributes (Optuna), else the run's columns (the store).
+  for (const [key, label] of [["peak_gpu_memory", "peak GPU memory"], ["peak_rss", "peak RSS"]]) {
+    const value = typeof attrs[key] === "number" ? attrs[key] : run[key];
+    if (typeof value === "number") chips.push(h("span", { className: "chip memory" }, label + " " + fmtBytes(value)));
   }
   return h("div", { className: "chips" }, chips);
 }

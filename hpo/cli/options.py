@@ -123,7 +123,8 @@ def trial_line(trial: FrozenTrial) -> str:
         step = attrs.get("interrupted_step")
         where = f"at step {step}" if step is not None and step >= 0 else "before training"
         return f"trial {trial.number:>3} {'STOPPED':<8} {where}  {format_params(trial.params)}"
-    line = f"trial {trial.number:>3} {trial.state.name:<8}"
+    requeued = trial.state.name == "FAIL" and attrs.get("requeued")
+    line = f"trial {trial.number:>3} {'REQUEUED' if requeued else trial.state.name:<8}"
     if trial.state.name == "PRUNED":
         line += f" at step {attrs.get('pruned_step')}"
     elif trial.values is not None:

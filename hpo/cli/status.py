@@ -1,4 +1,5 @@
-"""`hpo status study.yaml`: a table of the study's trials (number, state, value, params, duration, pruned at step)."""
+"""`hpo status study.yaml`: a table of the study's trials (number, state, value, params, duration, pruned at step, and
+peak memory when the trials recorded it: GPU memory PyTorch reserved at most, and the process's peak RSS)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,12 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     table = Table(
         title=f"{summary.study_name} ({', '.join(f'{m} {d}' for m, d in zip(summary.metrics, summary.directions, strict=True))})"
     )
+    trials = study.get_trials(deepcopy=False)
+    memory = any("peak_rss" in t.user_attrs or "peak_gpu_memory" in t.user_attrs for t in trials)
     # Short, unwrapped number columns leave the width to the params, which wrap whole instead of being cut with "…".
-    for column in ("#", "state", "value", "params", "time (s)", "pruned at"):
+    for column in ("#", "state", "value", "params", "time (s)", "pruned at") + (
+        ("peak gpu", "peak rss") if memory else ()
+    ):
         table.add_column(
             column,
             justify="left" if column in ("state", "value", "params") else "right",
@@ -37,7 +42,7 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
             overflow="fold",
         )
     notes: list[str] = []
-    for trial in study.get_trials(deepcopy=False):
+    for trial in trials:
         attrs = trial.user_attrs
         state = trial.state.name
         duration = attrs.get("duration_s")
@@ -50,6 +55,7 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
             format_params(trial.params),
             "-" if duration is None else f"{duration:.1f}",
             "-" if attrs.get("pruned_step") is None else str(attrs["pruned_step"]),
+            *((_size(attrs.get("peak_gpu_memory")), _size(attrs.get("peak_rss"))) if memory else ()),
         )
         if state == "FAIL":
             notes.append(_failure_note(trial.number, attrs))
@@ -60,6 +66,15 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
     console.print(f"{counts}; * = best" + (" (Pareto front)" if len(summary.directions) > 1 else ""))
     print_live_slots(console, spec, spec.study.n_trials)  # the slots of a run in progress on this machine
+
+
+def _size(count: int | None) -> str:
+    if count is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
 
 
 def _failure_note(number: int, attrs: dict) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 import optuna
 import torch
 
+from hpo.scheduling.promotion import AshaPlan, pause_callback
 from hpo.spec import StudySpec
 from hpo.tracking.wandb_callback import release_wandb, wandb_imported
 from hpo.trial.callbacks import InterruptCallback, SlotStatusCallback, on_sigterm
@@ -50,6 +51,9 @@ class TrialJob:
     status_file: Path | None = None
     metric: str | None = None
     status_base: dict[str, Any] = field(default_factory=dict)
+    asha: AshaPlan | None = None  # pause at its rungs (hpo.scheduling.promotion)
+    lock_dir: Path | None = None
+    gpu_shared: Callable[[], int] | None = None  # other trials on this trial's GPU (the GPU gate's count)
 
 
 @dataclass
@@ -115,9 +119,17 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
     callbacks: list[TrainerCallback] = [interrupt]
     if rank == 0 and job.status_file is not None:
         callbacks.append(SlotStatusCallback(job.status_file, job.metric, job.status_base))
+    if job.asha is not None:
+        lock_dir = job.lock_dir or Path(job.spec.output_dir)
+        callbacks.append(pause_callback(job.study, job.trial, job.asha, lock_dir, rank_zero=rank == 0))
     try:
         outcome = run_trial(
-            job.spec, job.study, trial, resume_from=job.resume_from, extra_callbacks=callbacks
+            job.spec,
+            job.study,
+            trial,
+            resume_from=job.resume_from,
+            extra_callbacks=callbacks,
+            gpu_shared=job.gpu_shared,
         )
     except KeyboardInterrupt:
         if connection is not None:
@@ -129,7 +141,11 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
 
 # ---- in the worker -------------------------------------------------------------------------------------------------
 def run_trial_processes(
-    job: TrialJob, heartbeat: Callable[[], None], stop_level: Callable[[], int], heartbeat_interval: float
+    job: TrialJob,
+    heartbeat: Callable[[], None],
+    stop_level: Callable[[], int],
+    heartbeat_interval: float,
+    on_start: Callable[[list[int]], None] | None = None,
 ) -> ChildResult:
     """Fork the trial's ranks, keep its heartbeat going, pass on stop requests, and collect rank 0's result.
 
@@ -148,6 +164,8 @@ def run_trial_processes(
         process.start()
         processes.append(process)
     writer.close()
+    if on_start is not None:
+        on_start([process.pid for process in processes])
     result = _supervise(processes, reader, heartbeat, stop_level, heartbeat_interval)
     for process in processes:
         process.join()

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.live import Live
 
 from hpo.errors import HpoError, Interrupted
+from hpo.scheduling.gpu_gate import MemoryReader
 from hpo.scheduling.slots import Slot, make_slots
 from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table, status_dir, study_counts
 from hpo.scheduling.worker import WorkerConfig
@@ -51,12 +52,16 @@ def run_trials(
     ranks_per_trial: int | None = None,
     report: TrialReporter | None = None,
     console: Console | None = None,
+    gpu_memory: MemoryReader | None = None,
 ) -> None:
-    """Run trials until the study has `n_trials` (in total) or `timeout` seconds passed; each in a fresh process."""
+    """Run trials until the study has `n_trials` (in total) or `timeout` seconds passed; each in a fresh process.
+
+    `gpu_memory`: how workers whose GPU is shared read its memory (a module-level function, pickled by name; default
+    NVML, see `hpo.scheduling.gpu_gate`)."""
     slots = make_slots(spec.resources, gpus=gpus, workers=workers, ranks_per_trial=ranks_per_trial)
     if study_is_complete(study, n_trials):
         return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
-    pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout)
+    pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory)
     finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
     console = console or Console(stderr=True)
     with _signals_to(pool):
@@ -75,9 +80,16 @@ class WorkerPool:
     """The worker processes of this machine, one per slot."""
 
     def __init__(
-        self, spec: StudySpec, url: str, slots: list[Slot], n_trials: int | None, timeout: float | None
+        self,
+        spec: StudySpec,
+        url: str,
+        slots: list[Slot],
+        n_trials: int | None,
+        timeout: float | None,
+        gpu_memory: MemoryReader | None = None,
     ) -> None:
         self.spec, self.url, self.slots, self.n_trials = spec, url, slots, n_trials
+        self.gpu_memory = gpu_memory
         self.deadline = None if timeout is None else time.time() + timeout
         self.status_dir = status_dir(spec)
         self.log_dir = Path(spec.output_dir) / ".hpo" / "logs"
@@ -105,6 +117,7 @@ class WorkerPool:
             worker_index=slot.index,
             status_dir=self.status_dir,
             parent_pid=os.getpid(),
+            gpu_memory=self.gpu_memory,
         )
         env = {**os.environ, **slot.environment()}
         log = open(self.log_dir / f"worker-{slot.index}.log", "ab")  # noqa: SIM115 - the child keeps it

@@ -1,7 +1,11 @@
 """Slots: where trials run. One slot is one worker process: a set of GPUs (CUDA_VISIBLE_DEVICES) or a share of the CPU.
 
     --gpus 0,1,3 (or every GPU nvidia-smi lists)  x  resources.gpus_per_trial   -> one slot per group of k GPUs
-                                                  x  resources.trials_per_gpu   -> that many slots per GPU (k = 1)
+                                                  x  resources.trials_per_gpu   -> that many slots per GPU (k = 1);
+                                                     `auto`: as many as the cores allow (threads_per_trial each, at
+                                                     least 1); a number is capped by the cores too. Whether a slot's
+                                                     next trial may start beside the others is the worker's GPU gate
+                                                     (hpo.scheduling.gpu_gate: NVML free memory against measured peaks)
     no GPU, or --workers N                        -> N CPU slots of resources.threads_per_trial threads each
 
 GPUs are found without initialising CUDA in this process (nvidia-smi; torch only in a throwaway subprocess), because a
@@ -29,6 +33,8 @@ class Slot:
     devices: tuple[int, ...]  # GPU ids; empty on CPU
     ranks: int  # processes per trial (a distributed trial when > 1)
     threads: int  # torch threads per rank
+    # resources.trials_per_gpu on a GPU slot (a number or "auto"); 1: the GPU is this slot's alone.
+    packing: int | str = 1
 
     @property
     def label(self) -> str:
@@ -37,8 +43,11 @@ class Slot:
     def environment(self) -> dict[str, str]:
         """Variables the worker process starts with, so that torch sees only this slot's devices and threads."""
         env = {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+        # A CPU slot hides the GPUs, so that a trial meant for the CPU does not pick one up on a GPU machine.
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.devices))
         if self.devices:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.devices))
+            # The ids are NVML's (nvidia-smi's, by PCI bus); CUDA numbers GPUs the same way only with this set.
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             # torch.cuda.is_available() in the worker would otherwise initialise the driver (cuInit), after which
             # its forked trials could not use CUDA; the NVML check leaves the driver alone.
             env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
@@ -119,7 +128,8 @@ def gpu_slots(resources: ResourcesSpec, gpu_ids: Sequence[int], cpus: int) -> li
             f"({','.join(map(str, gpu_ids))}); lower it or pass more with --gpus"
         )
     groups = [tuple(gpu_ids[i : i + per_trial]) for i in range(0, len(gpu_ids) - per_trial + 1, per_trial)]
-    groups = [group for group in groups for _ in range(per_gpu if per_trial == 1 else 1)]
+    if per_trial == 1 and per_gpu != 1:
+        groups = [group for group in groups for _ in range(_slots_per_gpu(resources, len(groups), cpus))]
     ranks = resources.ranks_per_trial
     if ranks is not None and ranks != per_trial:
         raise ConfigError(
@@ -127,7 +137,16 @@ def gpu_slots(resources: ResourcesSpec, gpu_ids: Sequence[int], cpus: int) -> li
             f"gpus_per_trial is {per_trial}; set gpus_per_trial: {ranks} instead, or run the ranks on CPU with --workers N"
         )
     threads = resources.threads_per_trial or default_threads(cpus, len(groups), per_trial)
-    return [Slot(i, group, per_trial, int(threads)) for i, group in enumerate(groups)]
+    packing = per_gpu if per_trial == 1 else 1
+    return [Slot(i, group, per_trial, int(threads), packing) for i, group in enumerate(groups)]
+
+
+def _slots_per_gpu(resources: ResourcesSpec, gpus: int, cpus: int) -> int:
+    """Slots per GPU when trials share GPUs: every slot needs its threads (at least one core), so the cores bound
+    the packing; `auto` takes as many as they allow, a number at most that many."""
+    by_cores = max(1, cpus // ((resources.threads_per_trial or 1) * gpus))
+    wanted = resources.trials_per_gpu
+    return by_cores if wanted == "auto" else min(int(wanted), by_cores)
 
 
 def cpu_slots(

@@ -1,5 +1,7 @@
-"""The live terminal table of `hpo run` / `hpo worker`: one row per slot (trial, step, latest metric, state, eta) and
-the study's counts, read from the slots' status files (written by the workers and their trials) and the storage."""
+"""The live terminal table of `hpo run` / `hpo worker`: one row per slot (trial, step, latest metric, state, eta; GPU
+memory when a trial runs on a GPU: what its PyTorch reserves now / at most) and the study's counts, read from the slots'
+status files (written by the workers and their trials) and the storage. A slot waiting for room on a shared GPU shows
+the GPU gate's reason in its state."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hpo.spec import StudySpec
+
+GiB = 1 << 30
 
 
 def status_dir(spec: StudySpec) -> Path:
@@ -63,11 +67,22 @@ def render_table(
     total = f" of {n_trials}" if n_trials else ""
     caption = None if counts is None else ", ".join(f"{n} {s}" for s, n in counts.items()) or "no trials yet"
     table = Table(title=f"slots: trials{total}", caption=caption, expand=False)
-    for column in ("slot", "trial", "step", "latest metric", "state", "eta"):
-        table.add_column(column, justify="right" if column in ("trial", "step", "eta") else "left")
+    gpu = any("gpu_memory" in record for record in records)
+    columns = ("slot", "trial", "step", "latest metric", "state", "eta") + (("gpu memory",) if gpu else ())
+    for column in columns:
+        table.add_column(
+            column, justify="right" if column in ("trial", "step", "eta", "gpu memory") else "left"
+        )
     for record in records:
-        table.add_row(*_row(record, eta))
+        table.add_row(*_row(record, eta), *((_gpu_memory(record),) if gpu else ()))
     return table
+
+
+def _gpu_memory(record: dict[str, Any]) -> str:
+    if record.get("state") not in ("running", "starting") or record.get("gpu_memory") is None:
+        return "-"
+    now, peak = record["gpu_memory"] / GiB, record.get("gpu_memory_peak", record["gpu_memory"]) / GiB
+    return f"{now:.1f} GiB (peak {peak:.1f})"
 
 
 def _row(record: dict[str, Any], eta: EtaEstimator) -> list[str]:
@@ -82,7 +97,7 @@ def _row(record: dict[str, Any], eta: EtaEstimator) -> list[str]:
         str(record.get("trial", "-")) if running else "-",
         step_text,
         metric,
-        str(record.get("state", "?")),
+        str(record.get("state", "?")) + (f" ({record['note'].split(' (')[0]})" if record.get("note") else ""),
         _duration(seconds),
     ]
 

@@ -5,6 +5,7 @@
         study = open_worker_study()            # a storage with this worker's heartbeat; sampler seeded apart
         warm_up(); gc.freeze()                 # torch and the trial code imported once, shared by every fork
         while no stop was asked and the deadline has not passed:
+            on a shared GPU: wait while the GPU gate says no trial may start  (hpo.scheduling.gpu_gate)
             claim_trial():                                                          # CLAIM
                 fail_stale_trials()            # trials whose heartbeat stopped (a dead worker anywhere) -> queued
                 with claim_lock(study):        # one claimer at a time across processes and machines
@@ -13,6 +14,7 @@
                 -> a trial | WAIT (a running trial may still be queued again) | None (nothing left: leave)
             run_one(trial):                                                         # FORK
                 sample the parameters here, so every rank and every retry sees the same ones
+                on a shared GPU: wait (beating) until the gate admits the trial with these parameters
                 run_trial_processes(job)       # hpo.scheduling.child: fork one process per rank, then
                     every heartbeat_interval: record_heartbeat(trial)                # HEARTBEAT
                     a stop request: SIGTERM the ranks (checkpoint at the next step, then stop); a second: SIGKILL
@@ -20,6 +22,8 @@
                 -> ChildResult: rank 0's outcome, or the step an interrupt stopped at, or a crash
             finish(trial, result):                                                  # TELL
                 interrupted -> FAIL + queued again to resume (does not use up max_retries)
+                CUDA out of memory beside other trials -> FAIL + queued again to run alone (does not use up
+                    max_retries; not a failed trial); alone -> FAIL with one line (hpo.trial.oom)
                 crashed / exception with retry_on_exception -> FAIL + queued again from its newest checkpoint
                 else -> record_outcome: COMPLETE with its values, PRUNED, or FAIL with its error
             after_trial()                      # bound the disk (study.keep_checkpoints)
@@ -50,9 +54,12 @@ import torch
 from optuna.trial import TrialState
 
 from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, run_trial_processes
+from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
+from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints
 from hpo.scheduling.slots import Slot
 from hpo.spec import StudySpec
 from hpo.storage.database import claim_lock
+from hpo.storage.pause import pause_trial
 from hpo.storage.retention import after_trial
 from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials
 from hpo.storage.study_db import (
@@ -84,6 +91,8 @@ class WorkerConfig:
     worker_index: int = 0
     status_dir: Path | None = None
     parent_pid: int | None = None
+    # GPU index -> NVML-shaped figures, for a shared GPU; None: HPO_GPU_MEMORY_READER, else NVML.
+    gpu_memory: MemoryReader | None = None
 
 
 class StopRequests:
@@ -110,16 +119,28 @@ def retry_policy(config: WorkerConfig) -> RetryPolicy:
 
 # ---- claiming -------------------------------------------------------------------------------------------------------
 def claim_trial(
-    study: optuna.Study, n_trials: int | None, lock_dir: Path, policy: RetryPolicy | None = None
+    study: optuna.Study,
+    n_trials: int | None,
+    lock_dir: Path,
+    policy: RetryPolicy | None = None,
+    asha: AshaPlan | None = None,
 ) -> optuna.Trial | str | None:
-    """A trial to run, WAIT, or None when the study has nothing left for this worker."""
+    """A trial to run, WAIT, or None when the study has nothing left for this worker. With `asha` the next piece of
+    work is a queued retry, a promotion or a new configuration (hpo.scheduling.promotion)."""
     if policy is not None:
         for number in fail_stale_trials(study, policy):
             logger.warning("trial %d: its worker stopped beating; queued again", number)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna warns that heartbeats are meant for Study.optimize
         with claim_lock(storage_of(study), study.study_name, lock_dir):
-            remaining = remaining_trials(study, n_trials)
+            if asha is not None:
+                claimed = claim_work(study, asha, n_trials, {"worker": worker_identity()})
+                if claimed is not None:
+                    record_heartbeat(study, claimed)
+                    return claimed
+                remaining = 0
+            else:
+                remaining = remaining_trials(study, n_trials)
             if remaining is None or remaining > 0:
                 trial = study.ask()
                 record_heartbeat(study, trial)  # beat before anything can fail
@@ -128,9 +149,52 @@ def claim_trial(
     return WAIT if any("worker" in t.user_attrs for t in running) else None
 
 
+# ---- sharing a GPU ------------------------------------------------------------------------------------------------
+def make_gate(config: WorkerConfig) -> GpuGate | None:
+    """The GPU gate of a slot that shares its GPU with other slots; None for a GPU of its own, or the CPU."""
+    slot = config.slot
+    if not slot.devices or slot.packing == 1:
+        return None
+    reader = config.gpu_memory or default_reader()
+    gpu = slot.devices[0]
+    return GpuGate(gate_dir(config.spec.output_dir, gpu), gpu, slot.index, slot.packing, reader, slot.threads)
+
+
+def wait_for_room(
+    gate: GpuGate,
+    study: optuna.Study,
+    trial: optuna.Trial,
+    params: dict[str, Any],
+    stop: StopRequests,
+    status: Path | None,
+    config: WorkerConfig,
+) -> bool:
+    """Until the gate admits the trial, keep its heartbeat and show why it waits. False: a stop was asked first."""
+    alone = bool(trial.user_attrs.get(OOM_RETRY_ATTR))
+    interval = float(config.spec.resources.heartbeat_interval)
+    last_beat = time.monotonic()
+    while True:
+        decision = gate.admit(study, trial.number, params, alone=alone)
+        if decision.start:
+            trial.set_user_attr("gpu_admission", decision.reason)
+            return True
+        if stop.level:
+            return False
+        _write_idle(status, config, "waiting", note=decision.reason, trial=trial.number)
+        if time.monotonic() - last_beat >= interval:
+            record_heartbeat(study, trial)
+            last_beat = time.monotonic()
+        time.sleep(POLL_S)
+
+
 # ---- running one trial ------------------------------------------------------------------------------------------
 def run_one(
-    study: optuna.Study, trial: optuna.Trial, config: WorkerConfig, stop: StopRequests, claimed_at: float
+    study: optuna.Study,
+    trial: optuna.Trial,
+    config: WorkerConfig,
+    stop: StopRequests,
+    claimed_at: float,
+    gate: GpuGate | None = None,
 ) -> ChildResult:
     slot = config.slot
     for key, value in {
@@ -141,6 +205,8 @@ def run_one(
     }.items():
         trial.set_user_attr(key, value)
     params = sample_params(trial, config.spec.search_space)
+    if gate is not None and not wait_for_room(gate, study, trial, params, stop, status_file(config), config):
+        return ChildResult(None, interrupted_at=-1)  # stopped while waiting for the GPU: queued again
     resume_from = _resume_from(trial)
     job = TrialJob(
         spec=config.spec,
@@ -154,12 +220,25 @@ def run_one(
         status_file=status_file(config),
         metric=(config.spec.study.metrics or [None])[0],
         status_base={"slot": slot.label, "trial": trial.number, "params": params, "started": time.time()},
+        asha=AshaPlan.of(config.spec),
+        lock_dir=Path(config.spec.output_dir),
+        gpu_shared=(lambda: gate.others_running() or int(gate.shared)) if gate is not None else None,
     )
     if job.status_file is not None:
         write_status(job.status_file, {**job.status_base, "state": "starting"})
     release_connections(study)  # no database socket may be shared with the forks
     interval = float(config.spec.resources.heartbeat_interval)
-    result = run_trial_processes(job, lambda: record_heartbeat(study, trial), lambda: stop.level, interval)
+    try:
+        result = run_trial_processes(
+            job,
+            lambda: record_heartbeat(study, trial),
+            lambda: stop.level,
+            interval,
+            on_start=gate.set_pids if gate is not None else None,
+        )
+    finally:
+        if gate is not None:
+            gate.release()
     if result.first_step_at is not None and result.outcome is not None:
         # From ask to the first training step: fork, imports already warm, data, model, Trainer set-up.
         result.outcome.user_attrs["startup_s"] = round(result.first_step_at - claimed_at, 3)
@@ -191,6 +270,19 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
         fail_running_trial(study, trial_id(trial), reason, policy, counts_as_retry=False, extra_attrs=attrs)
         _event(config, trial.number, "interrupted", f"{reason}; queued to resume", step=step)
         return "interrupted"
+    if outcome is not None and outcome.state == TrialState.FAIL and outcome.user_attrs.get("oom_shared_with"):
+        # Not a failure of its configuration: the trials beside it took the memory. Its retry runs alone.
+        attrs = {k: v for k, v in outcome.user_attrs.items() if k != "error"}
+        fail_running_trial(
+            study,
+            trial_id(trial),
+            str(outcome.error),
+            policy,
+            counts_as_retry=False,
+            extra_attrs=attrs,
+            retry_attrs={OOM_RETRY_ATTR: True},
+        )
+        return "out of memory"
     if outcome is not None and outcome.state == TrialState.FAIL and config.spec.resources.retry_on_exception:
         reason = f"failed: {outcome.error}"
         outcome.user_attrs.pop("error", None)
@@ -209,12 +301,28 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
         if retry is not None:
             _event(config, trial.number, "retried", f"{reason}; queued again to resume from its checkpoint")
         return "crashed"
+    if outcome.state == TrialState.WAITING:
+        return _pause(study, trial, outcome, config)
     try:
         record_outcome(study, trial, outcome)
     except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError) as error:
         logger.warning("trial %d: could not record its outcome: %s", trial.number, error)
         return "lost"
     return outcome.state.name.lower()
+
+
+def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: WorkerConfig) -> str:
+    """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database."""
+    for key, value in outcome.user_attrs.items():
+        trial.set_user_attr(key, value)
+    step = int(outcome.user_attrs["paused_step"])
+    checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
+    value = outcome.values[0] if outcome.values else None
+    drop_older_checkpoints(checkpoint)
+    if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
+        return "lost"
+    _event(config, trial.number, "paused", f"paused at step {step} (value {value})", step=step)
+    return "paused"
 
 
 def _event(config: WorkerConfig, number: int, kind: str, message: str, **data: Any) -> None:
@@ -246,9 +354,17 @@ def run_worker(config: WorkerConfig) -> int:
     gc.freeze()  # the warm imports: forked trials neither copy them on write nor walk them in gc.collect()
     lock_dir = Path(config.spec.output_dir)
     status = status_file(config)
+    gate = make_gate(config)
     while stop.level == 0 and (config.deadline is None or time.time() < config.deadline):
+        if gate is not None and not (decision := gate.decide(study, None)).start:
+            # Claim nothing the GPU cannot take yet.
+            _write_idle(status, config, "waiting", note=decision.reason)
+            time.sleep(POLL_S)
+            continue
         claimed_at = time.time()
-        claimed = claim_trial(study, config.n_trials, lock_dir, retry_policy(config))
+        claimed = claim_trial(
+            study, config.n_trials, lock_dir, retry_policy(config), AshaPlan.of(config.spec)
+        )
         if claimed is None:
             break
         if claimed == WAIT:
@@ -257,7 +373,7 @@ def run_worker(config: WorkerConfig) -> int:
             continue
         assert isinstance(claimed, optuna.Trial)
         try:
-            result = run_one(study, claimed, config, stop, claimed_at)
+            result = run_one(study, claimed, config, stop, claimed_at, gate)
         except Exception as error:  # noqa: BLE001 - e.g. a search space the sampler rejects: fail this trial only
             logger.exception("trial %d could not start", claimed.number)
             claimed.set_user_attr("error", f"{type(error).__name__}: {error}")
@@ -284,11 +400,10 @@ def _after_trial(config: WorkerConfig, study: optuna.Study) -> None:
         logger.warning("after-trial housekeeping failed: %s", error)
 
 
-def _write_idle(path: Path | None, config: WorkerConfig, state: str) -> None:
+def _write_idle(path: Path | None, config: WorkerConfig, state: str, **fields: Any) -> None:
     if path is not None:
-        write_status(
-            path, {"slot": config.slot.label, "state": state, "updated": time.time(), "pid": os.getpid()}
-        )
+        record = {"slot": config.slot.label, "state": state, "updated": time.time(), "pid": os.getpid()}
+        write_status(path, {**record, **fields})
 
 
 def main() -> int:

@@ -21,6 +21,7 @@ from hpo.spec.loading import (
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.overrides import apply_overrides, parse_overrides
 from hpo.spec.run import RunSpec
+from hpo.spec.scheduler import SchedulerSpec
 from hpo.spec.search_space import ParamSpec
 from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec, WandbSpec
 from hpo.spec.study import StudySection, StudySpec, default_direction, metric_key
@@ -35,6 +36,7 @@ __all__ = [
     "KeepCheckpointsSpec",
     "ParamSpec",
     "PrunerSpec",
+    "SchedulerSpec",
     "ResourcesSpec",
     "RunSpec",
     "SamplerSpec",

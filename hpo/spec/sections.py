@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from hpo.spec.base import Section
 from hpo.spec.errors import FieldProblem
@@ -39,7 +39,12 @@ class ResourcesSpec(Section):
     """Where and how each trial runs (`hpo.scheduling.slots` turns this into worker slots).
 
     gpus_per_trial: k GPUs per trial; with k > 1 a trial is a k-rank job (one rank per GPU) under `strategy`.
-    trials_per_gpu: trials packed on one GPU (needs gpus_per_trial: 1).
+    trials_per_gpu: trials packed on one GPU (needs gpus_per_trial: 1). A number N: at most N at a time; `auto`: as many
+        as the GPU's memory and the CPU cores allow (each trial needs at least threads_per_trial cores, default 1).
+        Beyond the first, a trial starts on a GPU only when NVML shows free memory for the study's largest measured
+        peak (scaled by the batch size or sequence length when the next trial's is larger) plus a margin; until one
+        trial of the study has been measured the first runs alone. A trial that runs out of GPU memory while sharing
+        is queued again (from its checkpoint), not failed. See `hpo.scheduling.gpu_gate`.
     ranks_per_trial: processes per trial. On CPU (no GPU, or --workers) it makes each trial an n-rank gloo job under
         `strategy`; on GPUs each rank drives one GPU, so leave it unset or equal to gpus_per_trial.
     strategy: ddp (default) | fsdp | deepspeed: how the ranks of a multi-rank trial share the work. A
@@ -56,7 +61,7 @@ class ResourcesSpec(Section):
     """
 
     gpus_per_trial: int = Field(1, ge=1)
-    trials_per_gpu: int = Field(1, ge=1)
+    trials_per_gpu: int | Literal["auto"] = 1
     ranks_per_trial: int | None = Field(None, ge=1)
     strategy: Literal["ddp", "fsdp", "deepspeed"] = "ddp"
     threads_per_trial: int | None = Field(None, ge=1)
@@ -66,9 +71,17 @@ class ResourcesSpec(Section):
     heartbeat_interval: float = Field(10.0, gt=0)
     grace_period: float = Field(60.0, gt=0)
 
+    @field_validator("trials_per_gpu", mode="before")
+    @classmethod
+    def _trials_per_gpu(cls, value: object) -> object:
+        # One message for both forms (pydantic's union error would list one line per alternative).
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError(f"must be a whole number of at least 1, or auto (got {value!r})")
+
     @model_validator(mode="after")
     def _check(self) -> ResourcesSpec:
-        if self.gpus_per_trial > 1 and self.trials_per_gpu > 1:
+        if self.gpus_per_trial > 1 and self.trials_per_gpu != 1:
             raise FieldProblem("trials_per_gpu", "packing several trials on a GPU needs gpus_per_trial: 1")
         if (
             self.ranks_per_trial is not None

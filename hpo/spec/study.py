@@ -21,6 +21,7 @@ from hpo.spec.errors import FieldProblem, SpecError, join_path
 from hpo.spec.extras import check_strategy_installed
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.run import check_training
+from hpo.spec.scheduler import SchedulerSpec
 from hpo.spec.search_space import ParamSpec
 from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
@@ -75,6 +76,7 @@ class StudySection(Section):
     timeout: float | None = Field(None, gt=0)
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec | None = None  # default: median for one objective with evaluations, else none
+    scheduler: SchedulerSpec | None = None  # pauses and promotes trials (ASHA); excludes a pruner
     enqueue: list[dict[str, Any]] = []
     max_failures: int | None = Field(None, ge=1)
     keep_checkpoints: KeepCheckpointsSpec = KeepCheckpointsSpec()
@@ -155,6 +157,7 @@ class StudySpec(Section):
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
         self._resolve_targets()
+        self._check_scheduler()
         _check_conditions(self.search_space)
         self._check_training()
         self._check_strategy()
@@ -246,6 +249,24 @@ class StudySpec(Section):
         if configured_strategy(self.training) and "strategy" not in self.resources.model_fields_set:
             return None  # auto picks deepspeed or fsdp from their config, as in `hpo train`
         return self.resources.strategy
+
+    def _check_scheduler(self) -> None:
+        scheduler = self.study.scheduler
+        if scheduler is None:
+            return
+        if self.study.pruner is not None and self.study.pruner.enabled:
+            raise FieldProblem(
+                "study.pruner",
+                f"the {scheduler.type} scheduler already decides which trials go on; remove study.pruner (or "
+                "study.scheduler)",
+            )
+        if self.study.is_multi_objective:
+            raise FieldProblem(
+                "study.scheduler",
+                "ranks trials by one objective, but the study has several; optimise one metric or remove it",
+            )
+        self.study.pruner = PrunerSpec(type="none")
+        self.training = scheduler.settle(self.training)
 
     def _choose_pruner(self) -> None:
         evaluates = self.evaluation_always_on()

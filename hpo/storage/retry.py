@@ -114,8 +114,9 @@ def fail_running_trial(
     *,
     counts_as_retry: bool,
     extra_attrs: dict[str, Any] | None = None,
+    retry_attrs: dict[str, Any] | None = None,
 ) -> int | None:
-    """Mark a RUNNING trial FAIL with `reason` and queue a retry. Returns the failed trial's number when a retry was
+    """Mark a RUNNING trial FAIL with `reason` and queue a retry (with `retry_attrs` among its user attributes). Returns the failed trial's number when a retry was
     queued, else None (retries used up, or another process ended the trial first).
 
     Optuna freezes a finished trial's attributes, so they are written first, then the state changes; only the process
@@ -131,11 +132,24 @@ def fail_running_trial(
             return None
     except optuna.exceptions.UpdateFinishedTrialError:
         return None  # someone else ended it first, and queued its retry
-    return requeue(study, storage.get_trial(trial_id), reason, policy, counts_as_retry=counts_as_retry)
+    return requeue(
+        study,
+        storage.get_trial(trial_id),
+        reason,
+        policy,
+        counts_as_retry=counts_as_retry,
+        retry_attrs=retry_attrs,
+    )
 
 
 def requeue(
-    study: optuna.Study, trial: FrozenTrial, reason: str, policy: RetryPolicy, *, counts_as_retry: bool
+    study: optuna.Study,
+    trial: FrozenTrial,
+    reason: str,
+    policy: RetryPolicy,
+    *,
+    counts_as_retry: bool,
+    retry_attrs: dict[str, Any] | None = None,
 ) -> int | None:
     """Queue again the parameters of a trial this process has just failed (its `requeued` attribute says whether
     it may be). Returns its number, or None when the retry budget is spent."""
@@ -146,6 +160,7 @@ def requeue(
         "requeued_from_trial": trial.number,
         "retry_count": retries,
         "retry_reason": reason,
+        **(retry_attrs or {}),
     }
     checkpoint = resume_point(trial, policy.output_dir)
     if checkpoint:

@@ -17,6 +17,8 @@ from hpo.spec import FieldProblem, StudySpec, metric_key
 from hpo.storage.database import create_storage, dispose_connections, unwrap_rdb
 from hpo.storage.urls import redact, sqlite_path
 
+PAUSED_ATTR = "hpo:paused"  # the system attribute of a paused trial; hpo.storage.pause owns its meaning
+
 # Shifts each worker's sampler seed apart from the others' (a prime, so offsets of workers and runs do not collide).
 WORKER_SEED_STRIDE = 100_003
 
@@ -176,6 +178,8 @@ def counted_trials(study: optuna.Study) -> int:
             count += 1
         elif trial.state == TrialState.FAIL and not trial.user_attrs.get("requeued"):
             count += 1
+        elif trial.state == TrialState.WAITING and trial.system_attrs.get(PAUSED_ATTR):
+            count += 1  # a paused trial (hpo.storage.pause) is a configuration already started
     return count
 
 
@@ -207,6 +211,28 @@ def trial_id(trial: optuna.Trial) -> int:
 def frozen(study: optuna.Study, trial: optuna.Trial) -> FrozenTrial:
     """The stored state of a trial this process holds (its attributes and state as other processes see them)."""
     return storage_of(study).get_trial(trial_id(trial))
+
+
+def ask_queued(study: optuna.Study) -> optuna.Trial | None:
+    """`study.ask()` limited to queued trials (retries, `enqueue:`): pops a WAITING trial that is not paused, or None.
+    A study whose trials pause (hpo.storage.pause) must not hand a paused trial out as if it were queued."""
+    study._thread_local.cached_all_trials = None  # noqa: SLF001 - as study.ask(): the sampler sees fresh trials
+    storage = storage_of(study)
+    for trial in storage.get_all_trials(study_id(study), deepcopy=False, states=(TrialState.WAITING,)):
+        if trial.system_attrs.get(PAUSED_ATTR):
+            continue
+        try:
+            if storage.set_trial_state_values(trial._trial_id, state=TrialState.RUNNING):  # noqa: SLF001
+                return optuna.Trial(study, trial._trial_id)  # noqa: SLF001
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another process took and ended it
+    return None
+
+
+def ask_new(study: optuna.Study) -> optuna.Trial:
+    """A new trial, never a queued or paused one (the other half of `study.ask()`)."""
+    study._thread_local.cached_all_trials = None  # noqa: SLF001
+    return optuna.Trial(study, storage_of(study).create_new_trial(study_id(study)))
 
 
 def record_heartbeat(study: optuna.Study, trial: optuna.Trial) -> None:

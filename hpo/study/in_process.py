@@ -27,6 +27,11 @@ TrialReporter = Callable[[FrozenTrial], None]
 
 
 def check_in_process(spec: StudySpec) -> None:
+    if spec.study.scheduler is not None:
+        raise ConfigError(
+            f"study.scheduler: {spec.study.scheduler.type} pauses trials and resumes them in worker processes; run "
+            "without --in-process"
+        )
     ranks = spec.resources.ranks
     if ranks > 1:
         raise ConfigError(

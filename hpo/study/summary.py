@@ -76,6 +76,12 @@ def summarize(
 ) -> StudySummary:
     trials = study.get_trials(deepcopy=False)
     counts = {state.name: sum(t.state == state for t in trials) for state in TrialState}
+    # A trial failed and queued again (interrupted, crashed, out of GPU memory beside others) is not a failed trial:
+    # its retry is the trial that counts.
+    counts["REQUEUED"] = sum(
+        t.state == TrialState.FAIL and bool(t.user_attrs.get("requeued")) for t in trials
+    )
+    counts["FAIL"] -= counts["REQUEUED"]
     return StudySummary(
         study_name=study.study_name,
         storage=redact(str(storage or spec.storage)),

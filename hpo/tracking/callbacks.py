@@ -34,7 +34,7 @@ from trainer import TrainerCallback
 logger = logging.getLogger(__name__)
 
 _unfinished: list[Any] = []  # this process's tracking callbacks that have not been finished yet
-_STATUS = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
+_STATUS = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed", "WAITING": "paused"}
 
 
 def build_tracking_callbacks(spec: Spec, *, run: RunInfo) -> list[TrainerCallback]:

@@ -54,7 +54,7 @@ class RunInfo:
                 )
 
 
-ORIGIN_ATTRS = ("requeued_from_trial", "retry_reason", "retry_count", "resume_from")
+ORIGIN_ATTRS = ("requeued_from_trial", "retry_reason", "retry_count", "resume_from", "oom_retry")
 
 
 def origin_attrs(user_attrs: dict[str, Any]) -> dict[str, Any]:

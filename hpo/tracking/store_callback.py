@@ -5,7 +5,7 @@
     on_log          one metrics row per number of every log record, at the global step
     on_evaluate     "evaluated" event with the evaluation's metrics
     on_save         a checkpoint artifact (sha256 and size computed off the training thread)
-    on_train_end    the final TrainerState and end time; rows flushed
+    on_train_end    the final TrainerState, end time and memory peaks (peak_gpu_memory, peak_rss); rows flushed
     finish(...)     status, objective and the terminal event ("completed", "pruned", "failed", "interrupted")
 
 Only the main process of a distributed run writes. Rows go through a `BackgroundWriter`: nothing here waits on the
@@ -87,7 +87,10 @@ class ExperimentStoreCallback(TrainerCallback):
         if self.writer is None:
             return
         summary = state_summary(state)
-        self.writer.submit("runs", {"id": self.run.run_id, "state": summary, "ended_at": time.time()})
+        peaks = getattr(state, "peak_memory", None) or {}
+        row = {"id": self.run.run_id, "state": summary, "ended_at": time.time()}
+        row.update(peak_gpu_memory=peaks.get("gpu_reserved"), peak_rss=peaks.get("cpu_rss"))
+        self.writer.submit("runs", row)
         # A trial process may end right after training: make the rows durable now, not at some later close.
         self.writer.flush(timeout=30)
 
@@ -151,6 +154,9 @@ class ExperimentStoreCallback(TrainerCallback):
             {**origin, "retry_trial": self.run.trial_number},
         )
         status = "interrupted" if "interrupt" in reason.lower() else "failed"
+        if "out of memory" in reason.lower() and origin.get("oom_retry"):
+            # It ran out of GPU memory beside other trials: not a failure of its configuration.
+            status = "requeued"
         assert self.writer is not None
         self.writer.submit("runs", {"id": trial_run_id(self.run.study_name, int(previous)), "status": status})
 

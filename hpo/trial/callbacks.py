@@ -2,7 +2,7 @@
 
 TrialIdentityCallback   marks the Trainer's state as a trial's (transformers' names: trial_name, trial_params)
 InterruptCallback       on SIGTERM from its worker: save a checkpoint at the next step boundary and stop
-SlotStatusCallback      writes the slot's status file (step, max steps, latest metric) for the live table
+SlotStatusCallback      writes the slot's status file (step, max steps, latest metric, GPU memory) for the live table
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import os
 import time
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from trainer import TrainerCallback
 
@@ -110,6 +112,9 @@ class SlotStatusCallback(TrainerCallback):
         self.last_write = now
         record = {**self.base, "state": "running", "step": state.global_step, "max_steps": state.max_steps}
         record["pid"] = os.getpid()  # hpo status leaves out the slots of processes that died without a word
+        if torch.cuda.is_initialized():  # what this trial's PyTorch holds on its GPU now, and at most so far
+            record["gpu_memory"] = torch.cuda.memory_reserved()
+            record["gpu_memory_peak"] = torch.cuda.max_memory_reserved()
         write_status(self.path, {**record, **self.latest, "updated": now})
 
 

@@ -13,7 +13,7 @@ import math
 import os
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,9 @@ from hpo.storage.retry import process_identity
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
 from hpo.tracking.run_info import RunInfo, origin_attrs
 from hpo.trial.callbacks import TrialIdentityCallback
+from hpo.trial.oom import FIX as OOM_FIX
+from hpo.trial.oom import describe_oom
+from hpo.trial.pause import find_pause
 from hpo.trial.pruning import ObjectiveTracker, OptunaPruningCallback
 from hpo.trial.scoring import trial_values
 from hpo.trial.space import sample_params
@@ -61,8 +64,13 @@ def run_trial(
     *,
     resume_from: str | None = None,
     extra_callbacks: Sequence[TrainerCallback] = (),
+    gpu_shared: Callable[[], int] | None = None,
 ) -> TrialOutcome:
-    """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise."""
+    """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise.
+
+    `gpu_shared()`: how many other trials share this trial's GPU (asked when it runs out of GPU memory; a scheduler
+    that packs trials passes it). Out of memory alone, the trial fails with one line (`hpo.trial.oom`); beside others
+    its outcome says so (`oom_shared_with`), its runs end with "out_of_memory", and the caller queues it again."""
     started = time.time()
     run_dir = trial_dir(spec, trial.number)
     attrs: dict[str, Any] = {
@@ -78,14 +86,29 @@ def run_trial(
     try:
         outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking)
     except Exception as error:  # noqa: BLE001 - a failing trial must not stop the study
-        message = f"{type(error).__name__}: {error}"
-        outcome = TrialOutcome(TrialState.FAIL, None, None, message, {"traceback": traceback.format_exc()})
+        outcome = _failure(error, gpu_shared)
     outcome.user_attrs = {**attrs, **outcome.user_attrs, "duration_s": round(time.time() - started, 3)}
     outcome.user_attrs["error"] = outcome.error
     outcome.user_attrs["pruned_step"] = outcome.pruned_step
-    _finish_tracking(tracking, outcome)
+    shared_oom = bool(outcome.user_attrs.get("oom_shared_with"))
+    _finish_tracking(tracking, outcome, status="out_of_memory" if shared_oom else None)
     _release_memory()
     return outcome
+
+
+def _failure(error: Exception, gpu_shared: Callable[[], int] | None) -> TrialOutcome:
+    """The FAIL outcome of a trial that raised. CUDA out of memory is told in one line, without PyTorch's paragraph
+    (in the error and the store once, not again in a traceback attribute), and says whether the GPU was shared."""
+    oom = describe_oom(error)
+    if oom is None:
+        message = f"{type(error).__name__}: {error}"
+        return TrialOutcome(TrialState.FAIL, None, None, message, {"traceback": traceback.format_exc()})
+    attrs: dict[str, Any] = {"cuda_oom": True}
+    others = gpu_shared() if gpu_shared is not None else 0
+    if others:
+        attrs["oom_shared_with"] = others
+        oom = f"{oom.removesuffix('; ' + OOM_FIX)}, while sharing the GPU with {others} other trial(s): queued again"
+    return TrialOutcome(TrialState.FAIL, None, None, oom, attrs)
 
 
 def _train_and_score(
@@ -128,6 +151,9 @@ def _train_and_score(
     for console_output in (PrinterCallback, ProgressCallback):
         trainer.remove_callback(console_output)
     trainer.train(resume_from_checkpoint=resume_from)
+    pause = find_pause(extra)
+    if pause is not None:  # stopped at a pause point with a checkpoint: a scheduler continues it later
+        return paused_outcome(pause.paused_step, pause.paused_value, run_dir)
     if (
         not tracker.evaluations
         and eval_dataset is not None
@@ -135,8 +161,20 @@ def _train_and_score(
     ):
         trainer.evaluate()  # evaluation was off during training: score the final model once
     outcome = score_trial(spec, tracker, pruning, run_dir, trainer.state)
+    outcome.user_attrs.update(memory_attrs(trainer.state.peak_memory))
     del trainer
     return outcome
+
+
+def memory_attrs(peaks: dict[str, int | None]) -> dict[str, int]:
+    """The trial's memory peaks in bytes, from the Trainer's run peaks: `peak_gpu_memory` (what PyTorch's allocator
+    reserved at most on the GPU; the scheduler's GPU gate expects the next trial from it) and `peak_rss`."""
+    attrs = {}
+    if peaks.get("gpu_reserved") is not None:
+        attrs["peak_gpu_memory"] = int(peaks["gpu_reserved"])
+    if peaks.get("cpu_rss") is not None:
+        attrs["peak_rss"] = int(peaks["cpu_rss"])
+    return attrs
 
 
 def trial_arguments(
@@ -201,13 +239,15 @@ def _tracking_callbacks(
     return list(build_tracking_callbacks(spec, run=run))
 
 
-def _finish_tracking(callbacks: list[TrainerCallback], outcome: TrialOutcome) -> None:
+def _finish_tracking(
+    callbacks: list[TrainerCallback], outcome: TrialOutcome, status: str | None = None
+) -> None:
     """Close this trial's tracker runs with its result before the next trial starts. A tracker that fails costs its
     records, never the trial."""
     if not callbacks:
         return
     try:
-        finish_tracking(callbacks, outcome)
+        finish_tracking(callbacks, outcome, **({"status": status} if status else {}))
     except Exception as error:  # noqa: BLE001
         outcome.user_attrs["tracking_error"] = f"{type(error).__name__}: {error}"
 
@@ -245,6 +285,16 @@ def score_trial(
         error = f"non-finite objective: {dict(zip(metrics, values, strict=True))}"
         return TrialOutcome(TrialState.FAIL, None, None, error, attrs)
     return TrialOutcome(TrialState.COMPLETE, values, None, None, attrs)
+
+
+def paused_outcome(step: int | None, value: float | None, run_dir: Path) -> TrialOutcome:
+    """A trial that stopped at a pause point (hpo.trial.pause): state WAITING, its value there, its checkpoint."""
+    attrs = {
+        "paused_step": step,
+        "paused_checkpoint": str(run_dir / f"checkpoint-{step}"),
+        "global_step": step,
+    }
+    return TrialOutcome(TrialState.WAITING, None if value is None else [value], None, None, attrs)
 
 
 def best_checkpoint(run_dir: Path, best_step: int | None, state: TrainerState) -> str | None:

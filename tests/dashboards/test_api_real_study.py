@@ -71,6 +71,9 @@ def test_best_trial_page_data_has_every_trainer_curve_events_and_checkpoints(rea
     body = real_client.json("/api/run?id=" + quote(f"dash_tiny/trial-{best.number}"))
     assert body["trial"]["values"] == [pytest.approx(best.value)]
     assert body["run"]["status"] == "completed" and body["run"]["kind"] == "trial"
+    # Memory peaks in the store's columns and the trial's attributes (no GPU here: the GPU column stays empty).
+    assert body["run"]["peak_rss"] == body["trial"]["user_attrs"]["peak_rss"] > 10 << 20
+    assert body["run"]["peak_gpu_memory"] is None
     assert TRAINER_METRICS <= set(body["metrics"])
     loss = body["metrics"]["loss"]
     assert loss["step"] == sorted(loss["step"]) and loss["step"][-1] == 40

@@ -316,6 +316,7 @@ def test_real_study_pages(real, real_client, tab, artifacts_dir):
     titles = set(page.locator("#curves h2").all_inner_texts())
     assert {"loss", "eval_accuracy", "learning_rate", "grad_norm", "train_samples_per_second"} <= titles
     assert page.locator("#artifacts tbody tr").count() >= 1
+    assert page.locator(".chip.memory").inner_text().startswith("peak RSS ")
     view.check_clean()
     view.shoot(artifacts_dir, "real-trial")
 

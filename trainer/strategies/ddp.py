@@ -39,6 +39,8 @@ class DDPStrategy(ParallelStrategy):
             device_ids=[self.device.index] if self.device.type == "cuda" else None,
             find_unused_parameters=bool(getattr(self.args, "ddp_find_unused_parameters", False) or False),
             bucket_cap_mb=getattr(self.args, "ddp_bucket_cap_mb", None),
+            # transformers' ddp_broadcast_buffers / ddp_static_graph; None keeps DDP's own defaults
+            **ddp_extra_options(self.args),
         )
         # The optimizer sees the user's module so parameter names (weight-decay groups) carry no "module." prefix.
         optimizer = build_optimizer(model)
@@ -97,3 +99,12 @@ class DDPStrategy(ParallelStrategy):
         load_scheduler(directory, scheduler)
         if self.scaler is not None and (directory / "scaler.pt").exists():
             self.scaler.load_state_dict(load_torch_file(directory / "scaler.pt"))
+
+
+def ddp_extra_options(args: Any) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if getattr(args, "ddp_broadcast_buffers", None) is not None:
+        options["broadcast_buffers"] = args.ddp_broadcast_buffers
+    if getattr(args, "ddp_static_graph", None) is not None:
+        options["static_graph"] = args.ddp_static_graph
+    return options

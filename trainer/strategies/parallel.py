@@ -49,7 +49,10 @@ class ParallelStrategy(Strategy):
             atexit.register(self.teardown)
 
     def _init_process_group(self, layout: distributed.RankLayout) -> bool:
-        return distributed.init_process_group(layout, self.device, self.timeout_s)
+        backend = getattr(
+            self.args, "ddp_backend", None
+        )  # transformers' ddp_backend; None: nccl on GPU, else gloo
+        return distributed.init_process_group(layout, self.device, self.timeout_s, backend)
 
     def teardown(self) -> None:
         if self._owns_process_group:

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from hpo.storage.urls import with_postgres_driver
 from hpo.tracking.store.base import Batch, ExperimentStore
-from hpo.tracking.store.schema import INDEXES, JSON, TABLES, encode_row
+from hpo.tracking.store.schema import ADDED_COLUMNS, INDEXES, JSON, TABLES, encode_row
 
 _SQL_TYPES = {str: sa.Text, int: sa.BigInteger, float: sa.Float(precision=53), JSON: sa.Text}
 _SCHEMA_LOCK_KEY = 0x6870_6F5F_7374  # "hpo_st": any constant shared by every process
@@ -50,6 +50,11 @@ class PostgresStore(ExperimentStore):
         with self.engine.begin() as conn:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
             self.metadata.create_all(conn, checkfirst=True)
+            for table, names in ADDED_COLUMNS.items():  # a store written by an older version
+                for name in names:
+                    kind = _SQL_TYPES[TABLES[table][name]]
+                    sql_type = (kind() if isinstance(kind, type) else kind).compile(dialect=conn.dialect)
+                    conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {sql_type}"))
 
     def write(self, batch: Batch) -> None:
         if not len(batch):

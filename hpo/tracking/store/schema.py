@@ -15,10 +15,13 @@ Schema (JSON columns hold JSON text on both backends; times are unix seconds):
         packages JSON           versions of torch, optuna, transformers, ... and hpo
         git_commit TEXT         commit of the working folder, when it is a git checkout
         output_dir TEXT, objective REAL (first objective value), extra JSON (values, best_step, error, ...)
+        peak_gpu_memory INTEGER  bytes PyTorch's allocator reserved at most on the GPU during training (None on CPU)
+        peak_rss INTEGER         the training process's peak resident memory in bytes
     hpo_metrics    one row per number in every Trainer log record
         run_id TEXT, step INTEGER (global step), epoch REAL, name TEXT, value REAL, time REAL
     hpo_events     run_id TEXT, time REAL, kind TEXT, message TEXT, data JSON
-        kinds: started, evaluated, pruned, failed, retried, resumed, interrupted, completed
+        kinds: started, evaluated, pruned, failed, retried, resumed, interrupted, completed, out_of_memory (a trial
+        that ran out of GPU memory while sharing its GPU: queued again, run status "requeued")
     hpo_artifacts  run_id TEXT, kind TEXT ("checkpoint" | "export"), path TEXT, sha256 TEXT, size INTEGER, step INTEGER,
                    time REAL.  For a folder, sha256 is the digest of its sorted "relative-path sha256-of-file" lines and
                    size is the sum of its files' sizes (see `hpo.tracking.digest`).
@@ -53,6 +56,8 @@ TABLES: dict[str, dict[str, Any]] = {
         "output_dir": str,
         "objective": float,
         "extra": JSON,
+        "peak_gpu_memory": int,
+        "peak_rss": int,
     },
     "hpo_metrics": {"run_id": str, "step": int, "epoch": float, "name": str, "value": float, "time": float},
     "hpo_events": {"run_id": str, "time": float, "kind": str, "message": str, "data": JSON},
@@ -66,6 +71,8 @@ TABLES: dict[str, dict[str, Any]] = {
         "time": float,
     },
 }
+# Columns added after a store may have been created: opening an older store adds them (ALTER TABLE ... ADD COLUMN).
+ADDED_COLUMNS: dict[str, list[str]] = {"hpo_runs": ["peak_gpu_memory", "peak_rss"]}
 # Indexes that make the dashboard's and export's lookups cheap.
 INDEXES: dict[str, list[list[str]]] = {
     "hpo_runs": [["study_name", "trial_number"]],
@@ -73,13 +80,24 @@ INDEXES: dict[str, list[list[str]]] = {
     "hpo_events": [["run_id", "time"], ["kind"]],
     "hpo_artifacts": [["run_id", "kind"]],
 }
-EVENT_KINDS = ("started", "evaluated", "pruned", "failed", "retried", "resumed", "interrupted", "completed")
+EVENT_KINDS = (
+    "started",
+    "evaluated",
+    "pruned",
+    "failed",
+    "retried",
+    "resumed",
+    "interrupted",
+    "completed",
+    "out_of_memory",
+)
 # An event of one of these kinds also sets the run's status.
 TERMINAL_STATUS = {
     "completed": "completed",
     "pruned": "pruned",
     "failed": "failed",
     "interrupted": "interrupted",
+    "out_of_memory": "requeued",
 }
 
 

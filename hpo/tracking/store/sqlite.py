@@ -16,7 +16,7 @@ from typing import Any
 import sqlite_utils
 
 from hpo.tracking.store.base import Batch, ExperimentStore
-from hpo.tracking.store.schema import INDEXES, JSON, TABLES, encode_row
+from hpo.tracking.store.schema import ADDED_COLUMNS, INDEXES, JSON, TABLES, encode_row
 
 BUSY_TIMEOUT_S = 60.0
 _RETRIES = 8
@@ -42,6 +42,10 @@ class SQLiteStore(ExperimentStore):
             types = {name: _sqlite_type(kind) for name, kind in columns.items()}
             pk = "id" if table == "hpo_runs" else None
             self.db[table].create(types, pk=pk, if_not_exists=True)
+            present = set(self.db[table].columns_dict)
+            for name in ADDED_COLUMNS.get(table, []):
+                if name not in present:  # a store written by an older version
+                    self.db[table].add_column(name, types[name])
             for index in INDEXES.get(table, []):
                 self.db[table].create_index(index, if_not_exists=True)
 

@@ -48,10 +48,22 @@ def finished_study(tmp_path: Path, capsys, monkeypatch) -> Path:
 def test_status_shows_every_trial(finished_study: Path, capsys) -> None:
     code, out, err = _cli(["status", str(finished_study)], capsys)
     assert code == 0, err
-    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") >= 6}
-    assert "COMPLETE" in rows["0 *"] and "learning_rate=0.05" in rows["0 *"]
-    assert "PRUNED" in rows["1"] and rows["1"].rstrip("│ ").endswith("4")  # pruned at step 4
-    assert "FAIL" in rows["2"] and "explode=True" in rows["2"]
+    header = next(line for line in out.splitlines() if "pruned at" in line)
+    columns = [cell.strip() for cell in header.split("┃")[1:-1]]
+    assert columns[-3:] == ["pruned at", "peak gpu", "peak rss"]
+    cells = {
+        line.split("│")[1].strip(): dict(
+            zip(columns, (c.strip() for c in line.split("│")[1:-1]), strict=True)
+        )
+        for line in out.splitlines()
+        if line.count("│") == len(columns) + 1
+    }
+    assert cells["0 *"]["state"] == "COMPLETE" and "learning_rate=0.05" in cells["0 *"]["params"]
+    assert cells["1"]["state"] == "PRUNED" and cells["1"]["pruned at"] == "4"
+    assert cells["2"]["state"] == "FAIL" and "explode=True" in cells["2"]["params"]
+    # Peak memory of the trials that trained (on CPU: no GPU figure); the failed one never started training.
+    assert cells["1"]["peak gpu"] == "-" and cells["1"]["peak rss"].endswith("MiB")
+    assert cells["2"]["peak rss"] == "-"
     assert "1 complete, 1 pruned, 1 fail" in out
 
 

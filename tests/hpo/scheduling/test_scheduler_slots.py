@@ -48,7 +48,7 @@ def test_too_many_gpus_per_trial_names_the_field():
 def test_cpu_workers_share_the_cores():
     slots = make_slots(resources(), workers=2, available_gpus=[], cpu_count=2)
     assert [(s.devices, s.threads, s.ranks) for s in slots] == [((), 1, 1), ((), 1, 1)]
-    assert "CUDA_VISIBLE_DEVICES" not in slots[0].environment()
+    assert slots[0].environment()["CUDA_VISIBLE_DEVICES"] == ""  # CPU slots see no GPU, also on a GPU machine
     assert slots[0].environment()["OMP_NUM_THREADS"] == "1"
     assert [s.label for s in slots] == ["cpu 0", "cpu 1"]
 

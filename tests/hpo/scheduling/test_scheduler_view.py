@@ -83,3 +83,25 @@ def test_status_leaves_out_slots_whose_process_died(tmp_path):
     assert print_live_slots(console, spec, 10) is True
     text = console.export_text()
     assert "cpu 1" in text and "cpu 0" not in text
+
+
+def test_gpu_slots_show_the_memory_their_trial_holds_and_why_a_slot_waits(tmp_path):
+    now = time.time()
+    running = {"slot": "gpu 0", "trial": 4, "state": "running", "step": 3, "max_steps": 30, "updated": now}
+    write_status(tmp_path / "slot-0.json", {**running, "gpu_memory": 5 << 30, "gpu_memory_peak": 6 << 30})
+    reason = "wait: expects 5.0 GiB, room 1.4 GiB (2.0 GiB free - 0.0 GiB still to grow for 2 running - 0.6 GiB margin)"
+    write_status(
+        tmp_path / "slot-1.json", {"slot": "gpu 0", "state": "waiting", "note": reason, "updated": now}
+    )
+    text = _render(render_table(read_slot_status(tmp_path), {}, None, EtaEstimator()))
+    lines = text.splitlines()
+    assert "gpu memory" in text
+    assert "5.0 GiB (peak 6.0)" in next(line for line in lines if "running" in line)
+    assert "waiting (wait: expects 5.0 GiB, room 1.4 GiB)" in next(
+        line for line in lines if "waiting" in line
+    )
+
+
+def test_cpu_slots_have_no_gpu_memory_column(tmp_path):
+    write_status(tmp_path / "slot-0.json", {"slot": "cpu 0", "trial": 1, "state": "running", "step": 1})
+    assert "gpu memory" not in _render(render_table(read_slot_status(tmp_path), {}, None, EtaEstimator()))

@@ -1,0 +1,131 @@
+"""The ASHA promotion rule (Li et al., "A System for Massively Parallel Hyperparameter Tuning", MLSys 2020), as pure
+functions of the rung tables: no Optuna, no database, so the rule is tested on its own.
+
+Rungs are resource levels r_k = min_resource * eta^k below max_resource; the last level is max_resource itself. A trial
+trains to its next rung, reports its value there and pauses. When a slot frees (`next_promotion`), the rule looks at the
+rungs from the highest down and promotes the best paused trial of a rung that is in the top 1/eta of everyone who
+reached that rung (floor(n_k / eta) trials) and was not promoted from it yet; without one, a new configuration starts.
+Nothing waits for a rung to fill: that is the "asynchronous" of ASHA.
+
+`hopeless` is what makes the disk bound and the final states possible: a paused trial whose place in its rung is below
+floor(N / eta) even if every trial that could still reach the rung (N) arrived behind it will never be promoted, so it
+can end PRUNED now and its checkpoint can go.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+def rung_levels(min_resource: int, max_resource: int, reduction_factor: int) -> list[int]:
+    """The resource levels at which a trial pauses: min_resource * eta^k for every k with a level below max_resource."""
+    levels, level = [], min_resource
+    while level < max_resource:
+        levels.append(level)
+        level *= reduction_factor
+    return levels
+
+
+@dataclass
+class RungTrial:
+    """What the rule knows of one trial: its value at each rung it reached, whether it is paused (at its highest rung)
+    or still running, and the rungs it was promoted from."""
+
+    number: int
+    values: dict[int, float] = field(default_factory=dict)  # rung index -> value reported there
+    paused: bool = False
+    running: bool = False
+    promoted: set[int] = field(default_factory=set)
+
+    @property
+    def rung(self) -> int:
+        """The highest rung reached (-1: none yet)."""
+        return max(self.values, default=-1)
+
+
+@dataclass(frozen=True)
+class Promotion:
+    number: int
+    rung: int  # the rung it is promoted from; it trains on to the next one
+
+
+def ranking(trials: list[RungTrial], rung: int, maximize: bool) -> list[RungTrial]:
+    """The trials that reached `rung`, best first (ties: the older trial first, so every process ranks alike)."""
+    reached = [t for t in trials if rung in t.values and math.isfinite(t.values[rung])]
+    return sorted(reached, key=lambda t: (-t.values[rung] if maximize else t.values[rung], t.number))
+
+
+def promotable(trials: list[RungTrial], rung: int, eta: int, maximize: bool) -> list[RungTrial]:
+    """Paused trials at `rung`, not yet promoted from it, in its top floor(n / eta); best first."""
+    ranked = ranking(trials, rung, maximize)
+    top = ranked[: len(ranked) // eta]
+    return [t for t in top if t.paused and t.rung == rung and rung not in t.promoted]
+
+
+def next_promotion(trials: list[RungTrial], rungs: int, eta: int, maximize: bool) -> Promotion | None:
+    """What a free slot does: promote the best promotable trial of the highest rung that has one, else None (start a
+    new configuration). `rungs` is the number of pause levels (len(rung_levels(...)))."""
+    for rung in range(rungs - 1, -1, -1):
+        found = promotable(trials, rung, eta, maximize)
+        if found:
+            return Promotion(found[0].number, rung)
+    return None
+
+
+def hopeless(
+    trials: list[RungTrial], eta: int, maximize: bool, new_configurations: int | None
+) -> list[RungTrial]:
+    """Paused trials that can never be promoted, whatever happens next.
+
+    At most n_k + (trials alive below rung k) + new_configurations trials can ever reach rung k. A paused trial ranked
+    p among the n_k there today can only fall in rank, so if p > floor(that maximum / eta) it is out for good.
+    `new_configurations=None` (no n_trials: the study runs until its timeout) means anything may still arrive."""
+    if new_configurations is None:
+        return []
+    out: list[RungTrial] = []
+    while True:  # one out can make another out: it no longer counts as a trial that may still arrive above it
+        gone = {t.number for t in out}
+        found = [
+            t
+            for t in trials
+            if t.paused
+            and t.number not in gone
+            and _out_of_reach(t, trials, gone, eta, maximize, new_configurations)
+        ]
+        if not found:
+            return out
+        out += found
+
+
+def _out_of_reach(
+    trial: RungTrial, trials: list[RungTrial], gone: set[int], eta: int, maximize: bool, new: int
+) -> bool:
+    rung = trial.rung
+    ranked = ranking(trials, rung, maximize)
+    alive_below = sum(1 for t in trials if (t.paused or t.running) and t.rung < rung and t.number not in gone)
+    most = len(ranked) + alive_below + new
+    place = next((i for i, t in enumerate(ranked) if t.number == trial.number), len(ranked)) + 1
+    return place > most // eta
+
+
+def rung_counts(trials: list[RungTrial], rungs: int) -> list[dict[str, int]]:
+    """Per rung: how many trials reached it, are paused there, and were promoted from it (for `hpo status`)."""
+    table = []
+    for rung in range(rungs):
+        reached = [t for t in trials if rung in t.values]
+        table.append(
+            {
+                "rung": rung,
+                "reached": len(reached),
+                "paused": sum(1 for t in reached if t.paused and t.rung == rung),
+                "promoted": sum(1 for t in reached if rung in t.promoted),
+            }
+        )
+    return table
+
+
+def values_by_rung(boundaries: Mapping[int, float], levels: list[int]) -> dict[int, float]:
+    """A trial's rung values from the values it reported at resource levels (level -> value)."""
+    return {k: float(boundaries[level]) for k, level in enumerate(levels) if level in boundaries}

@@ -1,0 +1,173 @@
+"""ASHA on the study's database: build the rung tables from the stored trials, and claim the next piece of work.
+
+    under claim_lock (hpo.storage.database), one claimer at a time on every machine:
+        trials = rung_table(study)             # each trial's values at the rungs it reached (hpo:boundaries), paused?
+        end paused trials that can never be promoted: PRUNED at their rung with its value; their checkpoints go
+        a queued retry (a crashed trial continuing from its checkpoint) first
+        else the ASHA rule (hpo.scheduling.asha.next_promotion): resume that paused trial from its checkpoint
+        else, while n_trials allows, a new configuration
+        else nothing (the worker waits while trials run, and leaves when none does)
+
+A trial reaching a rung records its value there from its own process (`rung_decider`), and, when the rule would
+promote it this very moment if it paused (it is the best promotable trial of the highest rung that has one), it goes
+on training in place: the same decision a free slot would take, without saving, exiting and restoring. Otherwise it
+pauses (hpo.trial.pause, hpo.storage.pause) and its slot takes the next piece of work.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.scheduling.asha import RungTrial, hopeless, next_promotion, rung_levels, values_by_rung
+from hpo.spec import StudySpec
+from hpo.storage import pause
+from hpo.storage.database import claim_lock
+from hpo.storage.retention import checkpoints_in
+from hpo.storage.study_db import (
+    ask_new,
+    ask_queued,
+    record_heartbeat,
+    remaining_trials,
+    storage_of,
+    trial_id,
+)
+from hpo.trial.pause import PauseCallback
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AshaPlan:
+    levels: tuple[int, ...]  # pause points: global steps, or epochs
+    eta: int
+    maximize: bool
+    resource: str
+    metric: str
+
+    @classmethod
+    def of(cls, spec: StudySpec) -> AshaPlan | None:
+        scheduler = spec.study.scheduler
+        if scheduler is None:
+            return None
+        assert scheduler.max_resource is not None  # filled by the spec's validator
+        levels = rung_levels(scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor)
+        return cls(
+            levels=tuple(levels),
+            eta=scheduler.reduction_factor,
+            maximize=(spec.study.directions or ["minimize"])[0] == "maximize",
+            resource=scheduler.resource,
+            metric=(spec.study.metrics or ["eval_loss"])[0],
+        )
+
+
+def rung_trial(trial: FrozenTrial, plan: AshaPlan) -> RungTrial:
+    values = values_by_rung(pause.boundaries(trial), list(plan.levels))
+    paused = pause.is_paused(trial)
+    running = trial.state == TrialState.RUNNING
+    top = max(values, default=-1)
+    # Promoted from every rung it passed; from its highest one too unless it is paused there or ended there.
+    stopped_at_top = paused or trial.state in (TrialState.PRUNED, TrialState.FAIL)
+    promoted = {k for k in values if k < top or (k == top and not stopped_at_top)}
+    return RungTrial(trial.number, values, paused=paused, running=running, promoted=promoted)
+
+
+def rung_table(study: optuna.Study, plan: AshaPlan) -> list[RungTrial]:
+    return [
+        rung_trial(t, plan)
+        for t in study.get_trials(deepcopy=False)
+        if t.state != TrialState.WAITING or pause.is_paused(t)
+    ]
+
+
+# ---- claiming (under the claim lock) ---------------------------------------------------------------------------
+def claim_work(
+    study: optuna.Study, plan: AshaPlan, n_trials: int | None, owner: dict[str, Any]
+) -> optuna.Trial | None:
+    """The next trial for a free slot, or None. Call under `claim_lock`. A resumed trial carries `resume_from`."""
+    end_hopeless(study, plan, n_trials)
+    remaining = remaining_trials(study, n_trials)
+    if remaining is None or remaining > 0:
+        queued = ask_queued(study)
+        if queued is not None:
+            return queued
+    promotion = next_promotion(rung_table(study, plan), len(plan.levels), plan.eta, plan.maximize)
+    if promotion is not None:
+        resumed = resume(study, promotion.number, owner)
+        if resumed is not None:
+            return resumed
+    if remaining is None or remaining > 0:
+        return ask_new(study)
+    return None
+
+
+def resume(study: optuna.Study, number: int, owner: dict[str, Any]) -> optuna.Trial | None:
+    frozen = _by_number(study, number)
+    checkpoint = pause.checkpoint_of(frozen) if frozen is not None else None
+    if frozen is None or checkpoint is None:
+        return None
+    return pause.resume_trial(study, trial_id(frozen), {**owner, "resume_from": str(checkpoint)})
+
+
+def end_hopeless(study: optuna.Study, plan: AshaPlan, n_trials: int | None) -> list[int]:
+    """End the paused trials ASHA can never promote: PRUNED with their rung value; their checkpoints are deleted."""
+    remaining = remaining_trials(study, n_trials)
+    trials = rung_table(study, plan)
+    ended = []
+    for out in hopeless(trials, plan.eta, plan.maximize, remaining):
+        frozen = _by_number(study, out.number)
+        if frozen is None:
+            continue
+        checkpoint = pause.checkpoint_of(frozen)
+        value = out.values.get(out.rung)
+        if pause.end_paused_trial(study, trial_id(frozen), TrialState.PRUNED, value):
+            ended.append(out.number)
+            if checkpoint is not None:
+                for folder in checkpoints_in(checkpoint.parent):
+                    shutil.rmtree(folder, ignore_errors=True)
+    return ended
+
+
+def _by_number(study: optuna.Study, number: int) -> FrozenTrial | None:
+    return next((t for t in study.get_trials(deepcopy=False) if t.number == number), None)
+
+
+# ---- in the trial process: at a rung --------------------------------------------------------------------------
+def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_dir: Path) -> Any:
+    """`decide(point, value)` for `PauseCallback`: record the rung value (in the database, and as an intermediate
+    value the sampler sees), then pause unless ASHA would promote this trial right now."""
+
+    def decide(point: int, value: float | None) -> bool:
+        if value is not None:
+            pause.record_boundary(study, trial_id(trial), point, value)
+            trial.report(value, point)
+        with claim_lock(storage_of(study), study.study_name, lock_dir):
+            table = rung_table(study, plan)
+            for entry in table:
+                if entry.number == trial.number:
+                    entry.paused, entry.running = True, False  # as the rule would see it, paused here
+            choice = next_promotion(table, len(plan.levels), plan.eta, plan.maximize)
+            record_heartbeat(study, trial)
+            return choice is None or choice.number != trial.number
+
+    return decide
+
+
+def pause_callback(
+    study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_dir: Path, *, rank_zero: bool
+) -> PauseCallback:
+    decide = rung_decider(study, trial, plan, lock_dir)
+    return PauseCallback(plan.levels, plan.metric, decide, resource=plan.resource, is_rank_zero=rank_zero)  # type: ignore[arg-type]
+
+
+def drop_older_checkpoints(checkpoint: Path) -> None:
+    """A paused trial keeps only the checkpoint it resumes from."""
+    for folder in checkpoints_in(checkpoint.parent):
+        if folder.resolve() != checkpoint.resolve():
+            shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,59 @@
+"""`study.scheduler`: a scheduler that pauses trials at rungs and continues the promising ones (promotion-type ASHA).
+
+    scheduler: {type: asha, resource: steps, min_resource: 4, max_resource: 36, reduction_factor: 3}
+
+A trial trains to min_resource * reduction_factor^k (global steps, or epochs with `resource: epochs`), reports its
+objective there, saves a checkpoint and pauses; `hpo.scheduling.promotion` decides which paused trials continue.
+`max_resource` is the trial's full length: it becomes `training.max_steps` (or `num_train_epochs`), so the learning-rate
+schedule is laid out for it from the start and a promoted trial ends bitwise equal to one trained straight through.
+It defaults to the training length the file gives. Optuna pruners stop trials instead; a study has one or the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from hpo.spec.base import Section
+from hpo.spec.errors import FieldProblem
+
+
+class SchedulerSpec(Section):
+    type: Literal["asha"] = "asha"
+    resource: Literal["steps", "epochs"] = "steps"
+    min_resource: int = Field(1, ge=1)
+    max_resource: int | None = Field(None, ge=1)
+    reduction_factor: int = Field(3, ge=2)
+
+    def training_length_key(self) -> str:
+        return "max_steps" if self.resource == "steps" else "num_train_epochs"
+
+    def settle(self, training: dict[str, Any]) -> dict[str, Any]:
+        """Check the scheduler against the training section; fill max_resource from it and it from max_resource.
+        Returns the training section to use."""
+        key = self.training_length_key()
+        given = training.get(key)
+        if self.resource == "epochs" and int(training.get("max_steps", -1) or -1) > 0:
+            raise FieldProblem(
+                "study.scheduler.resource",
+                "is epochs but training.max_steps is set (it would cut the epochs short); remove training.max_steps",
+            )
+        if self.max_resource is None:
+            if given is None or float(given) <= 0 or float(given) != int(float(given)):
+                raise FieldProblem(
+                    "study.scheduler.max_resource",
+                    f"is not given and training.{key} gives no whole length; set max_resource (a trial's full length)",
+                )
+            self.max_resource = int(float(given))
+        elif given is not None and float(given) != self.max_resource:
+            raise FieldProblem(
+                "study.scheduler.max_resource",
+                f"is {self.max_resource} but training.{key} is {given}; give the length once (max_resource sets it)",
+            )
+        if self.min_resource >= self.max_resource:
+            raise FieldProblem(
+                "study.scheduler.min_resource",
+                f"must be below max_resource ({self.max_resource}), or no trial ever pauses",
+            )
+        return {**training, key: self.max_resource}

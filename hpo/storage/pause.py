@@ -1,0 +1,123 @@
+"""Paused trials in the study's database: the storage half of pause/resume, shared by every scheduler that pauses
+trials and continues them later (ASHA promotions, population-based training).
+
+A paused trial is an Optuna trial moved back from RUNNING to WAITING, with a system attribute `hpo:paused` that says
+where it stopped: `{"step": global step, "checkpoint": folder to resume from, "value": objective there, "at": unix
+time}`. WAITING because that is what it does, and because a WAITING trial has no heartbeat to go stale (the stale
+sweep looks at RUNNING trials only) while it stays writable (Optuna refuses to change finished trials). Plain
+`study.ask()` would hand a paused trial out like a queued retry, so workers of a study that pauses trials take queued
+trials with `study_db.ask_queued` (which skips paused ones) and resume paused ones only through `resume_trial`.
+
+Every value a trial reports at a pause point (or passes without pausing) is kept in `hpo:boundaries`
+(`{"<step>": value}`), and each time a trial is resumed its step is appended to `hpo:resumed_at`, so any process can
+rebuild the trial's path. All of it lives in the database, so a SIGKILL of the scheduler loses nothing: the next
+`hpo run` (or an `hpo worker` on another machine sharing the checkpoint path) sees the same paused trials.
+
+Concurrency: `resume_trial` moves WAITING -> RUNNING, which Optuna's storage does atomically and refuses when another
+process got there first, so a trial is never resumed twice even without a lock; callers still decide under
+`hpo.storage.database.claim_lock`, so the decision and the resume are one step for every worker.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.storage.study_db import PAUSED_ATTR, storage_of
+
+PAUSED = PAUSED_ATTR
+BOUNDARIES = "hpo:boundaries"
+RESUMED_AT = "hpo:resumed_at"
+
+
+def is_paused(trial: FrozenTrial) -> bool:
+    return trial.state == TrialState.WAITING and bool(trial.system_attrs.get(PAUSED))
+
+
+def pause_info(trial: FrozenTrial) -> dict[str, Any]:
+    """Where a paused trial stopped (empty for a trial that is not paused)."""
+    info = trial.system_attrs.get(PAUSED)
+    return dict(info) if is_paused(trial) and isinstance(info, dict) else {}
+
+
+def boundaries(trial: FrozenTrial) -> dict[int, float]:
+    """The values a trial reported at pause points, by global step."""
+    return {int(step): float(value) for step, value in (trial.system_attrs.get(BOUNDARIES) or {}).items()}
+
+
+def paused_trials(study: optuna.Study) -> list[FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if is_paused(t)]
+
+
+def record_boundary(study: optuna.Study, trial_id: int, step: int, value: float) -> None:
+    """Keep the value a trial reported at a pause point (it may pause there or continue)."""
+    storage = storage_of(study)
+    known = dict(storage.get_trial(trial_id).system_attrs.get(BOUNDARIES) or {})
+    known[str(step)] = value
+    storage.set_trial_system_attr(trial_id, BOUNDARIES, known)
+
+
+def pause_trial(
+    study: optuna.Study, trial_id: int, *, step: int, checkpoint: str, value: float | None
+) -> bool:
+    """Move a RUNNING trial that stopped at `step` and saved `checkpoint` to paused (WAITING). False when the trial
+    is no longer RUNNING (another process failed it meanwhile)."""
+    storage = storage_of(study)
+    if storage.get_trial(trial_id).state != TrialState.RUNNING:
+        return False
+    info = {"step": step, "checkpoint": checkpoint, "value": value, "at": time.time()}
+    try:
+        storage.set_trial_system_attr(trial_id, PAUSED, info)
+        return storage.set_trial_state_values(trial_id, state=TrialState.WAITING)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False
+
+
+def resume_trial(
+    study: optuna.Study, trial_id: int, owner_attrs: dict[str, Any] | None = None
+) -> optuna.Trial | None:
+    """Take a paused trial to run it on: RUNNING again, its heartbeat fresh, `owner_attrs` (who runs it) written
+    first. Returns the trial, or None when another process resumed or ended it first. The checkpoint to resume from
+    is `pause_info(...)["checkpoint"]`, read before this call."""
+    storage = storage_of(study)
+    trial = storage.get_trial(trial_id)
+    if not is_paused(trial):
+        return None
+    for key, value in (owner_attrs or {}).items():
+        storage.set_trial_user_attr(trial_id, key, value)
+    # The heartbeat first: its last beat is from before the pause, and a stale sweep between "RUNNING" and the first
+    # beat would fail the trial it just resumed.
+    storage.record_heartbeat(trial_id)
+    try:
+        if not storage.set_trial_state_values(trial_id, state=TrialState.RUNNING):
+            return None
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return None
+    resumed = list(trial.system_attrs.get(RESUMED_AT) or [])
+    storage.set_trial_system_attr(trial_id, RESUMED_AT, [*resumed, pause_info(trial).get("step")])
+    storage.set_trial_system_attr(trial_id, PAUSED, None)
+    return optuna.Trial(study, trial_id)
+
+
+def end_paused_trial(study: optuna.Study, trial_id: int, state: TrialState, value: float | None) -> bool:
+    """End a paused trial for good (PRUNED at its pause point with its value, or FAIL). False when another process
+    resumed or ended it first."""
+    storage = storage_of(study)
+    trial = storage.get_trial(trial_id)
+    if not is_paused(trial):
+        return False
+    values = [value] if value is not None and state != TrialState.FAIL else None
+    try:
+        storage.set_trial_user_attr(trial_id, "pruned_step", pause_info(trial).get("step"))
+        return storage.set_trial_state_values(trial_id, state=state, values=values)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False
+
+
+def checkpoint_of(trial: FrozenTrial) -> Path | None:
+    path = pause_info(trial).get("checkpoint")
+    return Path(path) if path else None

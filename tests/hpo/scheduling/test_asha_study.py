@@ -1,0 +1,81 @@
+"""Promotion-type ASHA on a real study: trials pause at their rungs, the promising ones are resumed later from their
+checkpoints, and a promoted trial ends with the same weights as the same configuration trained straight through."""
+
+from __future__ import annotations
+
+import safetensors.torch
+import torch
+import yaml
+from optuna.trial import TrialState
+from scheduler_support import trials
+from study_task import write_study
+
+from hpo.spec import load_study_spec
+from hpo.storage import pause
+from hpo.study import run_study
+
+ASHA = {"type": "asha", "min_resource": 4, "max_resource": 16, "reduction_factor": 2}
+TRAINING = {"max_steps": 16, "learning_rate": 0.01, "lr_scheduler_type": "linear"}
+
+
+def asha_study(folder, n_trials=10, **sections):
+    study = {"n_trials": n_trials, "scheduler": ASHA, "sampler": {"type": "random", "seed": 0}}
+    return write_study(
+        folder,
+        study={**study, "keep_checkpoints": {"top_k": None}, **sections.pop("study", {})},
+        training={**TRAINING, **sections.pop("training", {})},
+        resources={"heartbeat_interval": 1, "grace_period": 3, **sections.pop("resources", {})},
+        **sections,
+    )
+
+
+def final_weights(run_dir):
+    return safetensors.torch.load_file(run_dir / "checkpoint-16" / "model.safetensors")
+
+
+def test_trials_pause_and_the_promoted_ones_end_bitwise_equal_to_a_straight_run(tmp_path):
+    run_study(asha_study(tmp_path / "asha"), workers=2, dry_run=False)
+    found = trials(tmp_path / "asha")
+    assert len(found) == 10  # n_trials counts configurations, not promotions
+    assert {t.state for t in found} <= {TrialState.COMPLETE, TrialState.PRUNED}  # nobody left paused
+    resumed = [t for t in found if t.system_attrs.get(pause.RESUMED_AT)]
+    complete = [t for t in found if t.state == TrialState.COMPLETE]
+    assert resumed and complete
+    for trial in complete:
+        assert trial.user_attrs["global_step"] == 16
+    for trial in found:
+        values = pause.boundaries(trial)
+        if trial.state == TrialState.PRUNED:  # never promoted: PRUNED at its rung with its value there
+            step = trial.user_attrs["pruned_step"]
+            assert step in (4, 8) and trial.value == values[step]
+            assert not list((tmp_path / "asha" / "out" / f"trial-{trial.number}").glob("checkpoint-*"))
+        assert trial.intermediate_values == {k: v for k, v in values.items()}  # the sampler sees rung values
+    # Each rung thins out. (Asynchronous promotion may promote more than n/eta over a run: a trial promoted early,
+    # while its rung was small, keeps its promotion when later arrivals push it out of the top.)
+    reached = [sum(step in pause.boundaries(t) for t in found) for step in (4, 8)]
+    assert reached[0] == 10 and reached[0] > reached[1] > len(complete)
+
+    promoted = next(t for t in complete if t.system_attrs.get(pause.RESUMED_AT))
+    straight = tmp_path / "straight"
+    path = write_study(
+        straight,
+        study={
+            "n_trials": 1,
+            "pruner": {"type": "none"},
+            "enqueue": [dict(promoted.params)],
+            "keep_checkpoints": {"top_k": None},
+        },
+        training=TRAINING,
+    )
+    run_study(path, in_process=True, dry_run=False)
+    expected = final_weights(straight / "out" / "trial-0")
+    got = final_weights(tmp_path / "asha" / "out" / f"trial-{promoted.number}")
+    assert expected.keys() == got.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(tensor, got[name]), name
+
+
+def test_the_spec_lays_the_schedule_out_for_max_resource(tmp_path):
+    spec = load_study_spec(asha_study(tmp_path, training={"max_steps": None}))
+    assert spec.training_arguments("x").max_steps == 16
+    assert yaml.safe_load((tmp_path / "study.yaml").read_text())["study"]["scheduler"]["max_resource"] == 16

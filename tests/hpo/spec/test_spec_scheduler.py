@@ -1,0 +1,87 @@
+"""`study.scheduler: {type: asha, ...}`: what a study file may say, and the one-line refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from test_spec_study import problem, study
+
+from hpo.spec import parse_study_spec
+
+ASHA = {"type": "asha", "min_resource": 1, "reduction_factor": 3}
+
+
+def test_max_resource_comes_from_the_training_length_and_the_pruner_is_off():
+    data = study(**{"study.scheduler": ASHA, "training.num_train_epochs": None, "training.max_steps": 20})
+    spec = parse_study_spec(data)
+    assert (spec.study.scheduler.resource, spec.study.scheduler.max_resource) == ("steps", 20)
+    assert spec.study.pruner.type == "none"  # a scheduler, not a pruner, decides which trials go on
+    spec = parse_study_spec(study(**{"study.scheduler": {**ASHA, "resource": "epochs"}}))
+    assert spec.study.scheduler.max_resource == 2  # training.num_train_epochs
+
+
+def test_max_resource_sets_the_training_length():
+    data = study(**{"study.scheduler": {**ASHA, "max_resource": 27}, "training.num_train_epochs": None})
+    spec = parse_study_spec(data)
+    assert spec.training["max_steps"] == 27  # the lr schedule is laid out for the full length from the start
+    assert spec.training_arguments("out").max_steps == 27
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "text"),
+    [
+        (
+            {"study.scheduler": ASHA, "study.pruner": {"type": "median"}},
+            "study.pruner",
+            "scheduler already decides which trials go on; remove study.pruner",
+        ),
+        (
+            {"study.scheduler": {**ASHA, "max_resource": 9}, "training.max_steps": 12},
+            "study.scheduler.max_resource",
+            "training.max_steps is 12",
+        ),
+        (
+            {"study.scheduler": {**ASHA, "min_resource": 9, "max_resource": 9}},
+            "study.scheduler.min_resource",
+            "must be below max_resource",
+        ),
+        (
+            {"study.scheduler": {**ASHA, "resource": "epochs"}, "training.max_steps": 100},
+            "study.scheduler.resource",
+            "remove training.max_steps",
+        ),
+        ({"study.scheduler": {**ASHA, "reduction_factor": 1}}, "study.scheduler.reduction_factor", "2"),
+        ({"study.scheduler": {**ASHA, "kind": "x"}}, "study.scheduler.kind", ""),
+        (
+            {"study.scheduler": ASHA, "study.metric": None, "study.metrics": ["accuracy", "loss"]},
+            "study.scheduler",
+            "several",
+        ),
+        (
+            {"study.scheduler": ASHA, "training.num_train_epochs": None},
+            "study.scheduler.max_resource",
+            "set max_resource",
+        ),
+    ],
+)
+def test_refusals_name_the_field(changes, path, text):
+    found, message = problem(study(**changes))
+    assert found == path, message
+    assert text in message
+
+
+def test_hpo_validate_refuses_pruner_and_scheduler_in_one_line_with_exit_2(tmp_path):
+    data = study(**{"study.scheduler": ASHA, "study.pruner": {"type": "hyperband"}})
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(data))
+    result = subprocess.run(
+        [sys.executable, "-m", "hpo.cli", "validate", str(tmp_path / "study.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.strip().splitlines() if "study.pruner" in line]
+    assert len(lines) == 1 and "remove study.pruner" in lines[0]

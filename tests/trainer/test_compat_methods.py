@@ -1,0 +1,123 @@
+"""The public Trainer and TrainingArguments methods user code calls in transformers exist and do the same here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from trainer_tasks import Regression, make_model, quiet_args
+
+from trainer import Trainer, TrainingArguments
+from trainer.public_api import EvalLoopOutput
+
+
+def make_trainer(tmp_path, **fields) -> Trainer:
+    return Trainer(
+        model=make_model(),
+        args=quiet_args(tmp_path, **fields),
+        train_dataset=Regression(32),
+        eval_dataset=Regression(12),
+    )
+
+
+def test_optimizer_and_scheduler_are_built_on_demand_and_report_their_rates(tmp_path):
+    trainer = make_trainer(tmp_path, learning_rate=0.1, warmup_steps=2, weight_decay=0.01)
+    with pytest.raises(ValueError, match="no optimizer yet"):
+        trainer.get_learning_rates()
+    trainer.create_optimizer_and_scheduler(num_training_steps=10)
+    assert trainer.get_learning_rates() == [0.0, 0.0]  # two groups (decay, no decay), warming up from 0
+    trainer.optimizer.step()
+    trainer.lr_scheduler.step()
+    assert trainer.get_learning_rates() == pytest.approx([0.05, 0.05])
+    names = trainer.get_decay_parameter_names(trainer.model)
+    assert names == ["net.0.weight", "net.3.weight"]
+    assert trainer.get_optimizer_group(trainer.model.net[0].bias)["weight_decay"] == 0.0
+    cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(trainer.args)
+    assert cls is torch.optim.AdamW and kwargs["lr"] == 0.1 and kwargs["betas"] == (0.9, 0.999)
+
+
+def test_counts_parameters_examples_and_flos(tmp_path):
+    trainer = make_trainer(tmp_path)
+    assert trainer.get_num_trainable_parameters() == 6 * 16 + 16 + 16 + 1
+    assert trainer.num_examples(trainer.get_eval_dataloader()) == 12
+    assert trainer.floating_point_ops({"x": torch.zeros(2, 6)}) == 0  # a plain module has no flos formula
+    trainer.current_flos = 1234.0
+    trainer.store_flos()
+    assert (trainer.state.total_flos, trainer.current_flos) == (1234.0, 0.0)
+
+
+def test_evaluation_loop_is_the_method_evaluate_and_predict_go_through(tmp_path):
+    calls = []
+
+    class Counting(Trainer):
+        def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None,
+                            metric_key_prefix="eval"):  # fmt: skip
+            calls.append(description)
+            return super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys,
+                                           metric_key_prefix)  # fmt: skip
+
+    trainer = Counting(model=make_model(), args=quiet_args(tmp_path), eval_dataset=Regression(12))
+    output = trainer.evaluation_loop(trainer.get_eval_dataloader(), "Evaluation")
+    assert isinstance(output, EvalLoopOutput) and output.num_samples == 12
+    assert output.predictions.shape == (12,) and "eval_loss" in output.metrics
+    trainer.evaluate()
+    trainer.predict(Regression(4))
+    assert calls == ["Evaluation", "Evaluation", "Prediction"]
+
+
+def test_call_model_init_passes_the_trial_to_a_one_argument_model_init(tmp_path):
+    seen = []
+
+    def model_init(trial):
+        seen.append(trial)
+        return make_model()
+
+    trainer = Trainer(model_init=model_init, args=quiet_args(tmp_path))
+    assert isinstance(trainer.call_model_init("trial-7"), torch.nn.Module)
+    assert seen == [None, "trial-7"]
+
+
+def test_compute_loss_runs_inside_the_context_manager_a_subclass_provides(tmp_path):
+    entered = []
+
+    class Tracing(Trainer):
+        def compute_loss_context_manager(self):
+            entered.append(self.state.global_step)
+            return super().compute_loss_context_manager()
+
+    Tracing(model=make_model(), args=quiet_args(tmp_path, max_steps=3), train_dataset=Regression(32)).train()
+    assert entered == [0, 1, 2]
+
+
+def test_bf16_autocast_is_the_smart_context_manager(tmp_path):
+    trainer = make_trainer(tmp_path, bf16=True, use_cpu=True)
+    with trainer.autocast_smart_context_manager():
+        out = torch.nn.Linear(4, 4)(torch.ones(2, 4))
+    assert out.dtype == torch.bfloat16
+
+
+def test_arguments_to_json_string_and_process_facts(tmp_path):
+    args = TrainingArguments(output_dir=str(tmp_path), eval_strategy="steps", logging_steps=25)
+    values = json.loads(args.to_json_string())
+    assert values["eval_steps"] == 25 and values["eval_strategy"] == "steps"
+    assert (args.should_log, args.process_index, args.world_size, args.n_gpu >= 0) == (True, 0, 1, True)
+
+
+def test_example_script_logging_and_state_files_come_from_the_main_process_only(tmp_path, capsys):
+    class OtherRank(Trainer):  # what a process other than the main one answers
+        def is_world_process_zero(self) -> bool:
+            return False
+
+    trainer = OtherRank(model=make_model(), args=quiet_args(tmp_path))
+    trainer.log_metrics("train", {"train_loss": 0.5})
+    trainer.save_metrics("train", {"train_loss": 0.5})
+    trainer.save_state()
+    assert capsys.readouterr().out == "" and not list(tmp_path.iterdir())
+    assert trainer.metrics_format(
+        {"train_runtime": 3725.5, "total_flos": 3 * 2**30, "x_mem_gpu": 5 * 2**20}
+    ) == {
+        "train_runtime": "1:02:05.50",
+        "total_flos": "3GF",
+        "x_mem_gpu": "5MB",
+    }
