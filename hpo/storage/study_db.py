@@ -141,6 +141,13 @@ def pick_trial(
     """The trial to export or retrain: trial `number` when given, else the best one; with several objectives, the
     Pareto-front trial best at `metric` (`--metric`, else the file's `export.metric`)."""
     metrics, directions = list(spec.study.metrics or []), list(spec.study.directions or [])
+    if number is not None and metric is not None:  # two ways to pick a trial: a silent winner would surprise
+        raise ConfigError(f"--metric: --trial {number} names the trial; give one of --trial and --metric")
+    if metric is not None and len(metrics) == 1 and metric_key(metric) != metrics[0]:
+        raise ConfigError(
+            f"--metric {metric}: the study has one objective ({metrics[0]}), whose best trial is taken; leave "
+            "--metric out, or pick a trial with --trial N"
+        )
     if number is not None:
         found = [t for t in study.get_trials(deepcopy=False) if t.number == number]
         if not found:

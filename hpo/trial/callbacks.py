@@ -42,6 +42,19 @@ def on_sigterm(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
 
+def reset_interrupt() -> None:
+    """A fresh run in this process: no stop requested, nothing to save yet."""
+    _interrupt.update(requested=False, phase="setup")
+
+
+def on_interrupt(signum: int, frame: Any) -> None:
+    """Ctrl-C of a run in the foreground (`hpo train`): the first asks for a checkpoint at the next step boundary and a
+    stop, as SIGTERM does for a trial; a second one stops at once."""
+    if _interrupt["requested"]:
+        raise KeyboardInterrupt
+    on_sigterm(signum, frame)
+
+
 class InterruptCallback(TrainerCallback):
     """On SIGTERM: save a checkpoint at the next step boundary and stop training (every rank at the same step)."""
 
