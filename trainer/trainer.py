@@ -586,13 +586,17 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         dataset, collator = self._without_unused_columns(self.train_dataset)
         sampler = self.strategy.train_sampler(dataset, shuffle=True, seed=self.args.sampler_seed)
         size = batch_size or self.args.per_device_train_batch_size
-        return train_dataloader(dataset, self.args, size, collator, sampler)
+        loader = train_dataloader(dataset, self.args, size, collator, sampler)
+        loader.total_batch_size = size * self.strategy.world_size  # accelerate's attribute, read by user code
+        return loader
 
     def get_eval_dataloader(self, eval_dataset: Dataset | str | None = None) -> DataLoader:
         """The loader over `eval_dataset`: the Trainer's eval_dataset when None, or the one of that name when the
         Trainer holds a dict of them (as transformers)."""
         dataset, collator = self._without_unused_columns(self._eval_dataset_named(eval_dataset))
-        return eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
+        loader = eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
+        loader.total_batch_size = self.args.per_device_eval_batch_size * self.strategy.world_size
+        return loader
 
     def get_test_dataloader(self, test_dataset: Dataset) -> DataLoader:
         dataset, collator = self._without_unused_columns(test_dataset)
