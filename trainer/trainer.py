@@ -343,8 +343,6 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             logs["grad_norm"] = float(self._grad_norm)
         logs["learning_rate"] = current_learning_rate(self.optimizer)
         logs.update(self._throughput())
-        if self.args.include_num_input_tokens_seen != "no":
-            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         self.log(logs)
 
     def _throughput(self) -> dict[str, float]:
@@ -368,10 +366,13 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         self._samples_since_log = self._tokens_since_log = 0
         return rates
 
-    def log(self, logs: dict[str, float]) -> None:
-        """Add `epoch`, append to state.log_history (with `step`) and fire on_log."""
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Add `epoch` (and `num_input_tokens_seen` when asked), append to state.log_history (with `step`) and fire
+        on_log. `start_time` is transformers' argument; throughput is already in the training logs."""
         if self.state.epoch is not None:
             logs["epoch"] = self.state.epoch
+        if self.args.include_num_input_tokens_seen != "no":
+            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         self.state.log_history.append({**logs, "step": self.state.global_step})
         self.fire(Event.ON_LOG, logs=logs)
 

@@ -50,14 +50,7 @@ def test_every_transformers_field_is_a_field_with_the_same_default():
     ours = {f.name: f for f in dataclasses.fields(TrainingArguments)}
     assert set(theirs) <= set(ours), sorted(set(theirs) - set(ours))
     # deliberate differences of default, each listed in docs/compat.md
-    differ = {
-        "output_dir",
-        "optim",
-        "gradient_checkpointing",
-        "disable_tqdm",
-        "debug",
-        "activation_checkpointing",
-    }
+    differ = {"output_dir", "optim", "gradient_checkpointing", "disable_tqdm"}
     for name, field in theirs.items():
         if name in differ or field.default is dataclasses.MISSING:
             continue
