@@ -464,11 +464,10 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             args.output_dir,
             step,
             self._write_checkpoint,
-            # save_on_each_node: nodes without a shared disk each keep their own copy
-            is_main=strategy.is_local_zero if args.save_on_each_node else strategy.is_global_zero,
+            is_main=self._writes_checkpoints(),
             barrier=strategy.barrier,
         )
-        if strategy.is_global_zero:
+        if self._writes_checkpoints():
             ckpt.rotate_checkpoints(args.output_dir, args.save_total_limit, state.best_model_checkpoint)
         self.fire(Event.ON_SAVE)
         return path
@@ -476,9 +475,18 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     def _write_checkpoint(self, folder: Path) -> None:
         self.strategy.save_checkpoint(folder, self.model, self.optimizer, self.lr_scheduler)
         ckpt.save_rng_state(folder, self.strategy.rank)
-        if self.strategy.is_global_zero:
+        if self._writes_checkpoints():
             (folder / ckpt.ARGS_FILE).write_text(self.args.to_json(), encoding="utf-8")
+            # what transformers' checkpoints also hold: the model's config (from_pretrained(checkpoint) works) and
+            # the processing class. Not training_args.bin: a pickle; the arguments are in training_args.json
+            ckpt.save_pretrained_extras(self.strategy.unwrap(self.model), self.processing_class, folder)
             self.state.save_to_json(folder / ckpt.STATE_FILE)  # written last: its presence marks completeness
+
+    def _writes_checkpoints(self) -> bool:
+        """The process that writes shared checkpoint files: the job's main one, or with save_on_each_node (nodes
+        without a shared disk) each node's main one."""
+        strategy = self.strategy
+        return strategy.is_local_zero if self.args.save_on_each_node else strategy.is_global_zero
 
     def _resume(self, checkpoint: Path, plan: TrainingPlan) -> tuple[int, int]:
         """Restore weights, optimizer, scheduler, state and callbacks; return (epoch, steps into it) to start at."""
