@@ -152,6 +152,11 @@ def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | Pa
     return deleted
 
 
+def folder_bytes(path: str | Path) -> int:
+    """The bytes of every file under a checkpoint (or any) folder: what it costs on disk."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
 # ---- RNG state ---------------------------------------------------------------------------------------------------
 def save_pretrained_extras(model: Any, processing_class: Any, folder: Path) -> None:
     """The model's config (and generation config) and the processing class, as save_pretrained writes them."""

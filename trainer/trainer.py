@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainer import checkpoint as ckpt
+from trainer.adapters import check_strategy as check_adapter_strategy
 from trainer.args import IntervalStrategy, SaveStrategy, TrainingArguments
 from trainer.callbacks import (
     CallbackHandler,
@@ -656,6 +657,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     def _setup_model_and_optimizer(self, plan: TrainingPlan, loader: DataLoader) -> None:
         user_optimizer, user_scheduler = self._user_optimizers
         model = prepare_model(self.strategy.unwrap(self.model), self.args)
+        check_adapter_strategy(self.strategy.name, model)  # refuse FSDP/ZeRO with an adapter before any step
 
         def build_optimizer(wrapped: torch.nn.Module) -> torch.optim.Optimizer:
             return user_optimizer if user_optimizer is not None else self.create_optimizer(wrapped)

@@ -25,7 +25,9 @@ from optuna.trial import TrialState
 from hpo.spec import StudySpec
 from hpo.storage.retry import process_identity
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
+from hpo.tracking.footprint import footprint
 from hpo.tracking.run_info import RunInfo, origin_attrs
+from hpo.trial.adapter import wrap_model
 from hpo.trial.callbacks import TrialIdentityCallback
 from hpo.trial.oom import FIX as OOM_FIX
 from hpo.trial.oom import describe_oom
@@ -128,7 +130,8 @@ def _train_and_score(
     def model_init():
         # The seed right before the model is built: every trial starts from the same initialisation for its params.
         set_seed(args.seed)
-        return task.model_init(dict(model_params))
+        model = task.model_init(dict(model_params))
+        return model if spec.peft is None else wrap_model(model, spec.peft, spec.peft_params(params))
 
     tracker = ObjectiveTracker()
     pruning = _pruning_callback(spec, trial)
@@ -162,6 +165,9 @@ def _train_and_score(
         trainer.evaluate()  # evaluation was off during training: score the final model once
     outcome = score_trial(spec, tracker, pruning, run_dir, trainer.state)
     outcome.user_attrs.update(memory_attrs(trainer.state.peak_memory))
+    outcome.user_attrs.update(
+        footprint(trainer.model, trainer.state, run_dir)
+    )  # trainable params, checkpoint size
     del trainer
     return outcome
 
