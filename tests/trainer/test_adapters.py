@@ -16,9 +16,10 @@ from lora_minilm import (
     data,
     lora_model,
     p_tuning_model,
+    peft_model,
     trainable_state,
 )
-from peft import PeftModel
+from peft import AdaLoraConfig, PeftModel
 from peft.utils import load_peft_weights
 from trainer_tasks import quiet_args
 
@@ -129,3 +130,25 @@ def test_fsdp_with_an_adapter_is_refused_before_training(tmp_path):
         trainer.train()
     assert trainer.state.global_step == 0
     trainer.strategy.teardown()
+
+
+def test_adalora_moves_its_rank_budget_during_training(tmp_path):
+    config = AdaLoraConfig(
+        task_type="SEQ_CLS",
+        target_modules=["query", "value"],
+        init_r=6,
+        target_r=2,
+        total_step=6,
+        tinit=1,
+        tfinal=2,
+        deltaT=1,
+    )
+    trainer = lora_trainer(tmp_path, model=peft_model(config), max_steps=6)
+    trainer.train()
+    # peft records where the budget went once allocation is final: fewer ranks than the initial 6 per layer remain
+    pattern = trainer.model.peft_config["default"].rank_pattern
+    assert pattern, "update_and_allocate never ran"
+    kept = sum(sum(mask) for mask in pattern.values())
+    assert 0 < kept < 6 * len(pattern)
+    out = trainer.save_model(tmp_path / "adapter")
+    assert json.loads((out / "adapter_config.json").read_text())["rank_pattern"]
