@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpo.cli.app import summary
+from hpo.cli.options import metric_option, out_option, set_option, storage_option, trial_option
 from hpo.errors import ConfigError
 from hpo.export.write import ExportResult, export_run, export_study
 from hpo.spec import StudySpec, load_spec
@@ -16,36 +17,41 @@ from hpo.spec import StudySpec, load_spec
 
 @click.command("export", short_help=summary("export"))
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
-@click.option(
-    "--trial", "trial_number", type=int, default=None, help="Export this trial instead of the best one."
-)
-@click.option(
-    "--metric", default=None, help="With several objectives: the one that picks from the Pareto front."
-)
-@click.option("--storage", metavar="URL", help="Optuna storage URL instead of the study file's.")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field of the file.")
+@out_option("Folder to write (an earlier export there is replaced as a whole).")
+@trial_option("Export")
+@metric_option
+@storage_option
+@set_option
 @click.option("--no-eval", is_flag=True, help="Skip reloading and evaluating the exported model.")
 def export(
     spec_file: Path,
-    out_dir: str,
+    output_dir: str,
     trial_number: int | None,
     metric: str | None,
     storage: str | None,
     overrides: tuple[str, ...],
     no_eval: bool,
 ) -> None:
-    """Export the best model of a study (or of an `hpo train` run) to OUT, reload it and evaluate it."""
+    """Export the best model and check it reloads.
+
+    Writes the best model of a study (or of an `hpo train` run) to the --out folder, reloads it from there and
+    evaluates it beside the metric recorded in training.
+
+    \b
+    Example:
+      hpo export studies/digits_mlp.yaml --out exports/digits"""
     if not spec_file.is_file():
         raise ConfigError(f"{spec_file}: no such file")
     spec = load_spec(spec_file, overrides=list(overrides), storage=storage)
     if isinstance(spec, StudySpec):
-        result = export_study(spec, out_dir, trial_number=trial_number, metric=metric, evaluate=not no_eval)
+        result = export_study(
+            spec, output_dir, trial_number=trial_number, metric=metric, evaluate=not no_eval
+        )
     else:
         for flag, value in (("--trial", trial_number), ("--metric", metric), ("--storage", storage)):
             if value is not None:
                 raise ConfigError(f"{flag}: {spec_file} is a run file; {flag} applies to study files only")
-        result = export_run(spec, out_dir, evaluate=not no_eval)
+        result = export_run(spec, output_dir, evaluate=not no_eval)
     print_result(result)
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from hpo.cli.app import summary
 from hpo.cli.options import (
+    dry_run_option,
     format_params,
     format_values,
     load_study,
@@ -29,9 +30,7 @@ from hpo.study.summary import StudySummary
 @study_arguments
 @trial_budget_options
 @placement_options
-@click.option(
-    "--no-dry-run", is_flag=True, help="Skip the dry evaluation that checks the metric before trials start."
-)
+@dry_run_option
 @click.option(
     "--in-process", is_flag=True, help="Run every trial in this process, one after another (for debugging)."
 )
@@ -43,14 +42,19 @@ def run(
     timeout: float | None,
     workers: int | None,
     gpus: str | None,
-    no_dry_run: bool,
+    dry_run: bool,
     in_process: bool,
 ) -> None:
-    """Run the study in STUDY_FILE, or continue it.
+    """Run a study, or continue it.
 
-    n_trials counts every trial the study has, so running the same command again runs only the missing ones and
+    Runs the study in STUDY_FILE. n_trials counts every trial the study has, so running the same command again runs only the missing ones and
     resumes trials an interrupt or a crash stopped. Ctrl-C: running trials save a checkpoint and stop; the command
-    says what was saved and how to continue."""
+    says what was saved and how to continue.
+
+    \b
+    Example:
+      hpo run studies/digits_mlp.yaml --workers 2
+      hpo run studies/digits_mlp.yaml --n-trials 40    (again: raise the total and continue)"""
     console = Console()
     gpu_ids = parse_gpus(gpus)  # a usage error before anything is loaded
     finished: list[FrozenTrial] = []
@@ -70,7 +74,7 @@ def run(
             workers=workers,
             gpus=gpu_ids,
             report=report,
-            dry_run=not no_dry_run,
+            dry_run=dry_run,
             in_process=in_process,
         )
     except (

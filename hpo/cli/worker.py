@@ -38,7 +38,13 @@ def worker(
     workers: int | None,
     gpus: str | None,
 ) -> None:
-    """Run trials of the study in STUDY_FILE on this machine, beside other machines sharing its --storage."""
+    """Run a study's trials on this machine too.
+
+    Runs trials of the study in STUDY_FILE on this machine, beside other machines sharing its --storage.
+
+    \b
+    Example:
+      hpo worker studies/digits_mlp.yaml --storage postgresql://user@db-host/hpo --gpus 0,1"""
     console = Console()
     gpu_ids = parse_gpus(gpus)  # a usage error before anything is loaded
     spec = load_study(study_file, storage, overrides)
