@@ -25,7 +25,10 @@ from hpo.cli.options import (
 from hpo.cli.train import print_summary, protect_earlier_run, train_from_spec
 from hpo.errors import ConfigError
 from hpo.spec import load_study_spec
-from hpo.study.retrain import retrain_spec
+from hpo.storage.lineage import Segment, changes
+from hpo.study.retrain import replay_spec, retrain_spec
+from hpo.trial.single_run import run_training
+from trainer.hyperparams import HyperparameterSchedule
 
 
 @click.command("retrain", short_help=summary("retrain"))
@@ -37,6 +40,11 @@ from hpo.study.retrain import retrain_spec
 @set_option
 @overwrite_option
 @resume_option
+@click.option(
+    "--replay",
+    is_flag=True,
+    help="PBT studies: train one run from scratch along the chosen member's hyperparameter schedule.",
+)
 def retrain(
     study_file: Path,
     output_dir: str,
@@ -46,6 +54,7 @@ def retrain(
     overrides: tuple[str, ...],
     overwrite: bool,
     resume: str | None,
+    replay: bool,
 ) -> None:
     """Train the best parameters again, from scratch.
 
@@ -58,6 +67,21 @@ def retrain(
     if not study_file.is_file():
         raise ConfigError(f"{study_file}: no such study file")
     spec = load_study_spec(study_file, overrides=list(overrides), storage=storage)
+    if replay:
+        if resume is not None:
+            raise ConfigError("--resume: --replay trains the schedule from scratch; give one of them")
+        if metric is not None:
+            raise ConfigError("--metric: a PBT study has one objective; remove --metric")
+        run_spec, trial, steps = replay_spec(spec, output_dir, trial_number=trial_number)
+        protect_earlier_run(run_spec.output_dir, overwrite, folder_option="--out", resumable=False)
+        click.echo(
+            f"replaying the schedule of trial {trial.number} of study {spec.study.name} in {output_dir}:"
+        )
+        for line in describe_schedule(steps):
+            click.echo(f"  {line}")
+        schedule = HyperparameterSchedule(changes(steps), spec.task.resolve().mutable)
+        print_summary(run_training(run_spec, callbacks=[schedule]))
+        return
     run_spec, trial = retrain_spec(spec, output_dir, trial_number=trial_number, metric=metric)
     if resume is None:
         protect_earlier_run(run_spec.output_dir, overwrite, folder_option="--out")
@@ -69,3 +93,18 @@ def retrain(
 
 def _params(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
+
+def describe_schedule(steps: list[Segment]) -> list[str]:
+    lines = []
+    for index, segment in enumerate(steps):
+        shown = (
+            segment.params
+            if index == 0
+            else {k: v for k, v in segment.params.items() if steps[index - 1].params.get(k) != v}
+        )
+        origin = f"member {segment.member}" + (
+            f", copied from member {segment.source}" if segment.source is not None else ""
+        )
+        lines.append(f"from step {segment.step}: {_params(shown)} ({origin})")
+    return lines

@@ -20,6 +20,7 @@ from hpo.errors import ConfigError, HpoError, Interrupted
 from hpo.spec import RunSpec, Task, metric_key
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
 from hpo.tracking.run_info import RunInfo
+from hpo.trial.adapter import wrap_model
 from hpo.trial.callbacks import InterruptCallback, reset_interrupt
 from trainer import ProgressCallback, Trainer, TrainerCallback, TrainOutput, set_seed
 from trainer.checkpoint import latest_checkpoint
@@ -54,6 +55,8 @@ def run_training(
     train_dataset, eval_dataset = refused_as_config_error(spec, "data", lambda: load_datasets(task, params))
     set_seed(args.seed)  # before model_init, so a run's initial weights depend only on its seed
     model = refused_as_config_error(spec, "model_init", lambda: task.model_init(params))
+    if spec.peft is not None:
+        model = wrap_model(model, spec.peft)  # the task's model under the file's adapter
     tracking = build_tracking_callbacks(
         spec, run=RunInfo(kind="run", name=spec.name or "run", params=params, output_dir=args.output_dir)
     )
