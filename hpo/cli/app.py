@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
+    except click.exceptions.Abort:  # Ctrl-C of a command that writes nothing or only at its end, atomically
+        click.echo("stopped: nothing was saved; run the command again to finish it", err=True)
         sys.exit(130)
     except Interrupted as error:  # a stop the user asked for: not an error; the message says what was saved
         click.echo(str(error), err=True)

@@ -12,10 +12,17 @@ from rich.console import Console
 from rich.table import Table
 
 from hpo.cli.app import summary
-from hpo.cli.options import metric_option, out_option, set_option, storage_option, trial_option
-from hpo.errors import ConfigError
+from hpo.cli.options import (
+    metric_option,
+    out_option,
+    repeat_command,
+    set_option,
+    storage_option,
+    trial_option,
+)
+from hpo.errors import ConfigError, Interrupted
 from hpo.export.write import ExportResult, export_run, export_study, export_top
-from hpo.spec import StudySpec, load_spec
+from hpo.spec import Spec, StudySpec, load_spec
 
 
 @click.command("export", short_help=summary("export"))
@@ -62,6 +69,35 @@ def export(
         raise ConfigError(
             "--top: exports several trials' adapters; it cannot be combined with --trial or --merge"
         )
+    manifest = Path(output_dir) / "export.json"
+    before = manifest.stat().st_mtime_ns if manifest.is_file() else None
+    try:
+        result = _export(
+            spec, spec_file, output_dir, trial_number, metric, storage, top_k, merge, not no_eval
+        )
+    except KeyboardInterrupt:
+        written = manifest.is_file() and manifest.stat().st_mtime_ns != before
+        if written:  # the folder was swapped in; the reload check was cut short
+            saved = f"the export in {output_dir} is complete, only its reload check was cut short"
+        else:
+            earlier = f" (the earlier export in {output_dir} is unchanged)" if before is not None else ""
+            saved = f"nothing was written{earlier}"
+        raise Interrupted(f"stopped: {saved}; continue with: {repeat_command()}") from None
+    print_result(result)
+
+
+def _export(
+    spec: Spec,
+    spec_file: Path,
+    output_dir: str,
+    trial_number: int | None,
+    metric: str | None,
+    storage: str | None,
+    top_k: int | None,
+    merge: bool,
+    evaluate: bool,
+) -> ExportResult:
+    no_eval = not evaluate
     if isinstance(spec, StudySpec) and top_k is not None:
         result = export_top(spec, output_dir, top_k, metric=metric, evaluate=not no_eval)
     elif isinstance(spec, StudySpec):
@@ -78,7 +114,7 @@ def export(
             if value is not None:
                 raise ConfigError(f"{flag}: {spec_file} is a run file; {flag} applies to study files only")
         result = export_run(spec, output_dir, evaluate=not no_eval, merge=merge)
-    print_result(result)
+    return result
 
 
 def print_result(result: ExportResult) -> None:

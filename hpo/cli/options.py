@@ -4,7 +4,8 @@ trials run (`--workers`, `--gpus`), and how a trial or a value is printed."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import optuna
 from click.core import ParameterSource
 from optuna.trial import FrozenTrial
 
-from hpo.errors import ConfigError
+from hpo.errors import ConfigError, Interrupted
 from hpo.spec import StudySpec, load_study_spec
 
 
@@ -147,13 +148,31 @@ def repeat_command(drop: Sequence[str] = (), add: Sequence[str] = ()) -> str:
             words.append(str(value))
             continue
         option = max(param.opts, key=len)
-        if isinstance(param, click.Option) and param.is_flag:
+        if isinstance(param, click.Option) and param.is_flag and param.secondary_opts:
+            words.append(option if value else max(param.secondary_opts, key=len))  # --dry-run/--no-dry-run
+        elif isinstance(param, click.Option) and param.is_flag:
             words += [option] if value else []
         elif isinstance(param, click.Option) and value == param.flag_value:
             words.append(option)  # an option whose value may be left out (--resume)
         else:
             words += [item for v in (value if param.multiple else [value]) for item in (option, str(v))]
     return shlex.join([*words, *add])
+
+
+@contextmanager
+def trial_stops_say_how_to_continue() -> Iterator[None]:
+    """Ctrl-C of a command that runs trials (`hpo run`, `hpo worker`): the stop (hpo.errors.Interrupted, saying what
+    each stopped trial saved) gets the command that continues; a Ctrl-C before any trial started saved nothing."""
+    try:
+        yield
+    except (
+        KeyboardInterrupt
+    ):  # before any trial started: the workers and --in-process trials handle their own
+        raise Interrupted(
+            f"stopped: nothing was saved: no trial had started; continue with: {repeat_command()}"
+        ) from None
+    except Interrupted as stop:
+        raise Interrupted(f"{stop}; continue with: {repeat_command()}") from None
 
 
 def parse_gpus(gpus: str | None) -> list[int] | None:

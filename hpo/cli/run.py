@@ -16,12 +16,11 @@ from hpo.cli.options import (
     load_study,
     parse_gpus,
     placement_options,
-    repeat_command,
     study_arguments,
     trial_budget_options,
     trial_line,
+    trial_stops_say_how_to_continue,
 )
-from hpo.errors import Interrupted
 from hpo.study.manager import run_loaded_study
 from hpo.study.summary import StudySummary
 
@@ -63,7 +62,7 @@ def run(
         finished.append(trial)
         console.print(trial_line(trial))
 
-    try:
+    with trial_stops_say_how_to_continue():
         spec = load_study(study_file, storage, overrides)
         console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
         summary = run_loaded_study(
@@ -77,12 +76,6 @@ def run(
             dry_run=dry_run,
             in_process=in_process,
         )
-    except (
-        KeyboardInterrupt
-    ):  # before any trial started (the workers and --in-process trials handle their own)
-        raise Interrupted(f"stopped: nothing was saved: no trial had started; {_continue()}") from None
-    except Interrupted as stop:
-        raise Interrupted(f"{stop}; {_continue()}") from None
     console.print(_run_line(summary, len(finished), n_trials or spec.study.n_trials))
     if not summary.best_trials:
         console.print("no trial completed")
@@ -93,10 +86,6 @@ def run(
             f"{label}: #{best.number} {', '.join(summary.metrics)} = {format_values(best.values)} "
             f"({format_params(best.params)}); checkpoint: {_checkpoint_text(best.best_checkpoint)}"
         )
-
-
-def _continue() -> str:
-    return f"continue with: {repeat_command()}"
 
 
 def _run_line(summary: StudySummary, ran: int, n_trials: int | None) -> str:

@@ -19,6 +19,7 @@ from hpo.cli.options import (
     study_arguments,
     trial_budget_options,
     trial_line,
+    trial_stops_say_how_to_continue,
 )
 from hpo.storage.study_db import storage_url
 from hpo.storage.urls import is_sqlite_url, redact
@@ -55,15 +56,16 @@ def worker(
             "[yellow]note:[/] SQLite serves one machine; give --storage postgresql://... to share the study"
         )
     console.print(f"worker joined study [bold]{spec.study.name}[/] on {redact(url)}")
-    study = join_study(
-        spec,
-        n_trials=n_trials,
-        timeout=timeout,
-        storage=storage,
-        workers=workers,
-        gpus=gpu_ids,
-        report=lambda trial: console.print(trial_line(trial)),
-    )
+    with trial_stops_say_how_to_continue():
+        study = join_study(
+            spec,
+            n_trials=n_trials,
+            timeout=timeout,
+            storage=storage,
+            workers=workers,
+            gpus=gpu_ids,
+            report=lambda trial: console.print(trial_line(trial)),
+        )
     counts: dict[str, int] = {}
     for trial in study.get_trials(deepcopy=False):
         counts[trial.state.name.lower()] = counts.get(trial.state.name.lower(), 0) + 1
