@@ -76,7 +76,9 @@ def run(
             dry_run=dry_run,
             in_process=in_process,
         )
-    console.print(_run_line(summary, len(finished), n_trials or spec.study.n_trials))
+    # An attempt queued again (out of GPU memory beside others, a crash) is not a trial this run finished: its retry is.
+    ran = sum(1 for trial in finished if not trial.user_attrs.get("requeued"))
+    console.print(_run_line(summary, ran, n_trials or spec.study.n_trials))
     if not summary.best_trials:
         console.print("no trial completed")
         return
