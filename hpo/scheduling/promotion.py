@@ -175,8 +175,9 @@ def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_
         with claim_lock(storage_of(study), study.study_name, lock_dir):
             table = rung_table(study, plan)
             for entry in table:
-                if entry.number == trial.number:
-                    entry.paused, entry.running = True, False  # as the rule would see it, paused here
+                if entry.number == trial.number:  # as the rule would see it, paused here and not promoted yet
+                    entry.paused, entry.running = True, False
+                    entry.promoted.discard(entry.rung)
             choice = next_promotion(table, len(plan.levels), plan.eta, plan.maximize)
             record_heartbeat(study, trial)
             return choice is None or choice.number != trial.number
