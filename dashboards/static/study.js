@@ -27,7 +27,7 @@ class StudyView {
     }
     if (changed) this.sortedTrials = [...this.trials.values()].sort((a, b) => a.number - b.number);
     const paramsChanged = !this.data || JSON.stringify(this.data.params.map((p) => p.name)) !== JSON.stringify(data.params.map((p) => p.name));
-    this.data = { summary: data.summary, params: data.params, export: data.export };
+    this.data = { summary: data.summary, params: data.params, export: data.export, population: data.population };
     return { changed, paramsChanged };
   }
 
@@ -98,6 +98,13 @@ class StudyView {
       HPO.card("Timeline by slot", plot("timeline"), { wide: true }),
     ];
     if (multi) cards.push(HPO.card("Pareto front", [this.paretoPicker(), plot("pareto", "tall")], { wide: true }));
+    if (this.data.population) {
+      this.scheduleCard = h("div", { id: "winning-schedule" });
+      cards.unshift(
+        HPO.card("Population (PBT)", plot("population"), { note: "score per member at each interval; ▲ where a member copied another" }),
+        HPO.card("Winning schedule", this.scheduleCard, { note: "what `hpo retrain --replay` trains" })
+      );
+    }
     const tableHost = h("div");
     this.picked = [];
     this.compareLink = h("p", { className: "compare-link" });
@@ -237,7 +244,26 @@ class StudyView {
       slices: () => HPO.plots.slices(p.slices, this.study, this.objective),
       timeline: () => HPO.plots.timeline(p.timeline, this.study),
       pareto: () => this.renderPareto(),
+      population: () => { this.renderSchedule(); return HPO.plots.population(p.population, this.data.population, this.data.summary.objectives[0]); },
     };
+  }
+
+  renderSchedule() {
+    const h = HPO.h;
+    const winner = this.data.population && this.data.population.winner;
+    const node = HPO.clear(this.scheduleCard);
+    if (!winner) { node.appendChild(h("p", { className: "muted" }, "no member has finished yet")); return; }
+    let previous = {};
+    const rows = winner.schedule.map((entry) => {
+      const changed = Object.entries(entry.params).filter(([k, v]) => previous[k] !== v).map(([k, v]) => k + " = " + HPO.fmt(v)).join(", ");
+      previous = entry.params;
+      const by = "member " + entry.member + (entry.copied_from === null ? "" : " (copied member " + entry.copied_from + ")");
+      return h("tr", {}, h("td", {}, String(entry.step)), h("td", {}, changed), h("td", {}, by));
+    });
+    HPO.append(node, [
+      h("p", {}, "member " + winner.member + " (trial " + winner.trial + ") · value ", h("strong", {}, HPO.fmt(winner.value))),
+      h("table", {}, h("thead", {}, h("tr", {}, ["from step", "hyperparameters", "trained by"].map((c) => h("th", {}, c)))), h("tbody", {}, rows)),
+    ]);
   }
 
   renderPlots() {

@@ -1,5 +1,6 @@
 """`hpo status study.yaml`: a table of the study's trials (number, state, value, params, duration, pruned at step, and
-peak memory when the trials recorded it: GPU memory PyTorch reserved at most, and the process's peak RSS)."""
+peak memory when the trials recorded it: GPU memory PyTorch reserved at most, and the process's peak RSS; the parameters
+each trial trained and the size of its checkpoint, which an adapter (peft:) study keeps small)."""
 
 from __future__ import annotations
 
@@ -34,10 +35,14 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     )
     trials = study.get_trials(deepcopy=False)
     memory = any("peak_rss" in t.user_attrs or "peak_gpu_memory" in t.user_attrs for t in trials)
+    footprint = any("checkpoint_bytes" in t.user_attrs or "trainable_params" in t.user_attrs for t in trials)
     # Short, unwrapped number columns leave the width to the params, which wrap whole instead of being cut with "…".
-    asha = spec.study.scheduler is not None
+    asha = spec.study.scheduler is not None and spec.study.scheduler.type == "asha"
     columns = ("#", "state", "value", "params", "time (s)", "pruned at")
-    columns += (("peak gpu", "peak rss") if memory else ()) + (("rungs",) if asha else ())
+    columns += (("peak gpu", "peak rss") if memory else ()) + (
+        ("trained params", "checkpoint") if footprint else ()
+    )
+    columns += ("rungs",) if asha else ()
     for column in columns:
         table.add_column(
             column,
@@ -60,6 +65,11 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
             "-" if duration is None else f"{duration:.1f}",
             "-" if attrs.get("pruned_step") is None else str(attrs["pruned_step"]),
             *((_size(attrs.get("peak_gpu_memory")), _size(attrs.get("peak_rss"))) if memory else ()),
+            *(
+                (_count(attrs.get("trainable_params")), _size(attrs.get("checkpoint_bytes")))
+                if footprint
+                else ()
+            ),
             *((trial_path(trial),) if asha else ()),
         )
         if state == "FAIL":
@@ -73,6 +83,16 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     if asha:
         _print_rungs(console, spec, study)
     print_live_slots(console, spec, spec.study.n_trials)  # the slots of a run in progress on this machine
+
+
+def _count(count: int | None) -> str:
+    """Parameters: 12.3M, 98.3k."""
+    if count is None:
+        return "-"
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if count >= size:
+            return f"{count / size:.1f}{unit}"
+    return str(count)
 
 
 def _print_rungs(console: Console, spec: StudySpec, study: optuna.Study) -> None:
@@ -96,7 +116,7 @@ def _print_rungs(console: Console, spec: StudySpec, study: optuna.Study) -> None
 def _size(count: int | None) -> str:
     if count is None:
         return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if count >= size:
             return f"{count / size:.1f} {unit}"
     return f"{count} B"

@@ -54,7 +54,7 @@ class AshaPlan:
     @classmethod
     def of(cls, spec: StudySpec) -> AshaPlan | None:
         scheduler = spec.study.scheduler
-        if scheduler is None:
+        if scheduler is None or scheduler.type != "asha":
             return None
         assert scheduler.max_resource is not None  # filled by the spec's validator
         levels = rung_levels(scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor)
