@@ -15,14 +15,17 @@ Figures per contender: the time from the first trial's start until the best-so-f
 evaluation of any trial, timestamped by the experiment store) reaches `--target`; the best at the end; the trial-steps spent (the sum of each
 trial's last global step: a resumed trial's steps count once); wall time. Then the ratios of ASHA to each, and ASHA's
 measured cost per promotion (pause: save + exit; resume: restart + restore up to the first step).
-Ray Tune's ASHAScheduler is not run here: ray is not installed in this environment (see the closing note of issue 14).
+With `--ray-python PY` (a Python with the bench extra, ray[tune]) Ray Tune's ASHAScheduler (stop-type, grace 1 epoch,
+reduction factor 3) runs the same configurations through bench/asha_ray.py; its time to target counts from ray.init.
 Other processes on the machine slow every contender alike only if they stay steady: run it on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -162,6 +165,33 @@ def measure(name: str, path: Path, workers: int, target: float) -> Result:
     )
 
 
+def measure_ray(python: str, folder: Path, points: list[dict], workers: int, target: float) -> Result:
+    """Ray Tune's stop-type ASHA in its own interpreter (bench/asha_ray.py), on the same configurations."""
+    path = folder / "points.json"
+    path.write_text(json.dumps(points))
+    command = [
+        python,
+        str(ROOT / "bench" / "asha_ray.py"),
+        "--points",
+        str(path),
+        "--out",
+        str(folder / "ray"),
+    ]
+    command += ["--cpus", str(workers), "--target", str(target)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return Result(
+        name="ray_tune_asha",
+        wall_s=figures["wall_s"],
+        to_target_s=figures["to_target_s"],
+        best=figures["best"],
+        trial_steps=figures["trial_steps"],
+        complete=figures["complete"],
+        pruned=figures["stopped"],
+        overhead=None,
+    )
+
+
 def report(results: list[Result], target: float) -> None:
     print(
         f"\n{'contender':<20}{'wall s':>8}{f'to {target} s':>12}{'best':>8}{'trial-steps':>13}{'complete':>10}{'pruned':>8}"
@@ -206,6 +236,10 @@ def main() -> None:
         help=f"comma-separated contenders among {', '.join(CONTENDERS)}",
     )
     parser.add_argument("--keep", action="store_true", help="keep the study folders")
+    parser.add_argument(
+        "--ray-python",
+        help="a Python with ray[tune] (the bench extra, e.g. .venv-bench/bin/python): adds Ray Tune's ASHAScheduler",
+    )
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     points = configurations(args.trials, args.seed)
@@ -215,6 +249,9 @@ def main() -> None:
         for name in args.only.split(","):
             print(f"-- {name}: {args.trials} configurations, {args.workers} workers", flush=True)
             results.append(measure(name, study_file(folder, name, points), args.workers, args.target))
+        if args.ray_python:
+            print(f"-- ray_tune_asha: {args.trials} configurations, {args.workers} CPUs", flush=True)
+            results.append(measure_ray(args.ray_python, folder, points, args.workers, args.target))
     finally:
         if args.keep:
             print(f"studies kept in {folder}")
