@@ -7,26 +7,31 @@ The digits study (studies/digits_mlp.yaml: an MLP on scikit-learn's digits, 20 e
 epoch) is run once per contender with the same budget and the same worker count: the same N configurations, drawn
 once from the study's search space with a fixed seed and enqueued in the same order, so only the scheduler differs.
 - asha: `study.scheduler: {type: asha, resource: epochs, min_resource: 1, max_resource: 20, reduction_factor: 3}`;
-  trials pause at epochs 1, 3, 9 and the top third of each rung is resumed from its checkpoint;
+  trials pause at epochs 1, 3, 9 and the top third of each rung is resumed from its checkpoint (or trains on in place
+  when promoted the moment it arrives); `asha_always_pause` (not run by default) pauses and resumes every promotion;
 - successive_halving / hyperband: Optuna's pruners (min_resource 45 steps = 1 epoch, reduction factor 3), which stop
   trials instead.
-Figures per contender: the time from the first trial's start until the best value the study has seen (a trial's
-value when it pauses or ends) reaches `--target`; the best value at the end; the trial-steps spent (the sum of each
+Figures per contender: the time from the first trial's start until the best-so-far evaluation accuracy (any
+evaluation of any trial, timestamped by the experiment store) reaches `--target`; the best at the end; the trial-steps spent (the sum of each
 trial's last global step: a resumed trial's steps count once); wall time. Then the ratios of ASHA to each, and ASHA's
 measured cost per promotion (pause: save + exit; resume: restart + restore up to the first step).
-Ray Tune's ASHAScheduler is not run here: ray is not installed in this environment (see the closing note of issue 14).
+With `--ray-python PY` (a Python with the bench extra, ray[tune]) Ray Tune's ASHAScheduler (stop-type, grace 1 epoch,
+reduction factor 3) runs the same configurations through bench/asha_ray.py; its time to target counts from ray.init.
 Other processes on the machine slow every contender alike only if they stay steady: run it on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import optuna
 import yaml
@@ -39,6 +44,7 @@ from hpo.scheduling.rung_view import promotion_overhead  # noqa: E402
 from hpo.spec import load_study_spec  # noqa: E402
 from hpo.storage.study_db import load_existing_study  # noqa: E402
 from hpo.study import run_study  # noqa: E402
+from hpo.tracking.store import open_store  # noqa: E402
 from hpo.trial.space import sample_params  # noqa: E402
 
 STUDY = ROOT / "studies" / "digits_mlp.yaml"
@@ -50,6 +56,17 @@ CONTENDERS = {
             "min_resource": 1,
             "max_resource": 20,
             "reduction_factor": 3,
+        }
+    },
+    # Every promotion a pause and a resume (the paper's ASHA): what continuing in place saves.
+    "asha_always_pause": {
+        "scheduler": {
+            "type": "asha",
+            "resource": "epochs",
+            "min_resource": 1,
+            "max_resource": 20,
+            "reduction_factor": 3,
+            "continue_in_place": False,
         }
     },
     "successive_halving": {
@@ -97,7 +114,7 @@ def study_file(folder: Path, name: str, points: list[dict]) -> Path:
         **CONTENDERS[name],
     )
     data["study"] = study
-    data["tracking"] = {"store": False}
+    data["tracking"] = {"store": True}  # every evaluation with its time: the best-so-far curve
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -113,6 +130,18 @@ def reported(trial: FrozenTrial) -> list[tuple[float, float]]:
     return events
 
 
+def evaluations(spec: Any) -> list[tuple[float, float]]:
+    """(unix time, value) of every evaluation of the study's metric in any trial, from the experiment store."""
+    store = open_store(spec.store_url)
+    metric = (spec.study.metrics or ["eval_accuracy"])[0]
+    rows = []
+    for run in store.runs(study_name=spec.study.name, kind="trial"):
+        rows += [
+            (m["time"], m["value"]) for m in store.metrics(run["id"], name=metric) if m["value"] is not None
+        ]
+    return rows
+
+
 def measure(name: str, path: Path, workers: int, target: float) -> Result:
     started = time.time()
     run_study(path, workers=workers, dry_run=False)
@@ -120,7 +149,9 @@ def measure(name: str, path: Path, workers: int, target: float) -> Result:
     spec = load_study_spec(path)
     trials = load_existing_study(spec).get_trials(deepcopy=False)
     first = min(t.datetime_start.timestamp() for t in trials if t.datetime_start)
-    events = sorted(e for t in trials for e in reported(t))
+    # Every evaluation counts (a trial stopped or paused later still showed its value); the reported values (pauses,
+    # ends) are the fallback when the store has none.
+    events = sorted(evaluations(spec) or [e for t in trials for e in reported(t)])
     reached = next((at for at, value in events if value >= target), None)
     return Result(
         name=name,
@@ -131,6 +162,33 @@ def measure(name: str, path: Path, workers: int, target: float) -> Result:
         complete=sum(t.state == TrialState.COMPLETE for t in trials),
         pruned=sum(t.state == TrialState.PRUNED for t in trials),
         overhead=promotion_overhead(trials),
+    )
+
+
+def measure_ray(python: str, folder: Path, points: list[dict], workers: int, target: float) -> Result:
+    """Ray Tune's stop-type ASHA in its own interpreter (bench/asha_ray.py), on the same configurations."""
+    path = folder / "points.json"
+    path.write_text(json.dumps(points))
+    command = [
+        python,
+        str(ROOT / "bench" / "asha_ray.py"),
+        "--points",
+        str(path),
+        "--out",
+        str(folder / "ray"),
+    ]
+    command += ["--cpus", str(workers), "--target", str(target)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return Result(
+        name="ray_tune_asha",
+        wall_s=figures["wall_s"],
+        to_target_s=figures["to_target_s"],
+        best=figures["best"],
+        trial_steps=figures["trial_steps"],
+        complete=figures["complete"],
+        pruned=figures["stopped"],
+        overhead=None,
     )
 
 
@@ -157,12 +215,13 @@ def report(results: list[Result], target: float) -> None:
             parts.insert(0, f"time to {target} {asha.to_target_s / other.to_target_s:.2f}x")
         parts.append(f"best {asha.best - other.best:+.4f}")
         print(f"asha / {other.name}: " + ", ".join(parts))
-    if asha.overhead is not None:
-        o = asha.overhead
-        print(
-            f"asha per promotion ({o['promotions']}): pause {o['pause_s']:.2f} s (save + exit), "
-            f"resume {o['resume_s']:.2f} s (restart + restore, to the first step)"
-        )
+    for r in results:
+        if r.overhead is not None:
+            o = r.overhead
+            print(
+                f"{r.name} per promotion by resume ({o['promotions']}): pause {o['pause_s']:.2f} s (save + exit), "
+                f"resume {o['resume_s']:.2f} s (restart + restore, to the first step)"
+            )
 
 
 def main() -> None:
@@ -171,8 +230,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--target", type=float, default=0.97)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--only", default=",".join(CONTENDERS), help="comma-separated contenders")
+    parser.add_argument(
+        "--only",
+        default="asha,successive_halving,hyperband",
+        help=f"comma-separated contenders among {', '.join(CONTENDERS)}",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the study folders")
+    parser.add_argument(
+        "--ray-python",
+        help="a Python with ray[tune] (the bench extra, e.g. .venv-bench/bin/python): adds Ray Tune's ASHAScheduler",
+    )
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     points = configurations(args.trials, args.seed)
@@ -182,6 +249,9 @@ def main() -> None:
         for name in args.only.split(","):
             print(f"-- {name}: {args.trials} configurations, {args.workers} workers", flush=True)
             results.append(measure(name, study_file(folder, name, points), args.workers, args.target))
+        if args.ray_python:
+            print(f"-- ray_tune_asha: {args.trials} configurations, {args.workers} CPUs", flush=True)
+            results.append(measure_ray(args.ray_python, folder, points, args.workers, args.target))
     finally:
         if args.keep:
             print(f"studies kept in {folder}")

@@ -19,7 +19,14 @@ from hpo.spec import StudySpec
 from hpo.storage.study_db import load_existing_study
 from hpo.study.summary import summarize
 
-STATE_STYLES = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red", "RUNNING": "cyan", "WAITING": "dim"}
+STATE_STYLES = {
+    "COMPLETE": "green",
+    "PRUNED": "yellow",
+    "FAIL": "red",
+    "RUNNING": "cyan",
+    "WAITING": "dim",
+    "PAUSED": "magenta",
+}
 
 
 @click.command("status", short_help=summary("status"))

@@ -50,6 +50,7 @@ class AshaPlan:
     maximize: bool
     resource: str
     metric: str
+    in_place: bool = True
 
     @classmethod
     def of(cls, spec: StudySpec) -> AshaPlan | None:
@@ -64,6 +65,7 @@ class AshaPlan:
             maximize=(spec.study.directions or ["minimize"])[0] == "maximize",
             resource=scheduler.resource,
             metric=(spec.study.metrics or ["eval_loss"])[0],
+            in_place=scheduler.continue_in_place,
         )
 
 
@@ -172,11 +174,14 @@ def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_
         if value is not None:
             pause.record_boundary(study, trial_id(trial), point, value)
             trial.report(value, point)
+        if not plan.in_place:
+            return True
         with claim_lock(storage_of(study), study.study_name, lock_dir):
             table = rung_table(study, plan)
             for entry in table:
-                if entry.number == trial.number:
-                    entry.paused, entry.running = True, False  # as the rule would see it, paused here
+                if entry.number == trial.number:  # as the rule would see it, paused here and not promoted yet
+                    entry.paused, entry.running = True, False
+                    entry.promoted.discard(entry.rung)
             choice = next_promotion(table, len(plan.levels), plan.eta, plan.maximize)
             record_heartbeat(study, trial)
             return choice is None or choice.number != trial.number

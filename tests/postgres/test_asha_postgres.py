@@ -19,7 +19,13 @@ from hpo.storage.database import create_storage
 
 pytestmark = pytest.mark.postgres
 
-ASHA = {"type": "asha", "min_resource": 4, "max_resource": 16, "reduction_factor": 2}
+ASHA = {
+    "type": "asha",
+    "min_resource": 4,
+    "max_resource": 16,
+    "reduction_factor": 2,
+    "continue_in_place": False,
+}
 
 
 def _machine(folder: Path, url: str, name: str) -> subprocess.Popen:

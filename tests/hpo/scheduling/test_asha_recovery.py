@@ -17,11 +17,15 @@ from hpo.storage.retention import checkpoints_in
 ASHA = {"type": "asha", "min_resource": 4, "max_resource": 16, "reduction_factor": 2}
 
 
-def asha_slow_study(folder, n_trials, delay=0.05):
+def asha_slow_study(folder, n_trials, delay=0.05, **scheduler):
     return slow_study(
         folder,
         delay=delay,
-        study={"n_trials": n_trials, "scheduler": ASHA, "sampler": {"type": "random", "seed": 1}},
+        study={
+            "n_trials": n_trials,
+            "scheduler": {**ASHA, **scheduler},
+            "sampler": {"type": "random", "seed": 1},
+        },
         training={"max_steps": 16},
         resources={"workers": 2},
     )
@@ -110,7 +114,7 @@ def test_sigkill_of_hpo_run_loses_no_paused_trial_and_a_second_run_finishes(tmp_
 
 
 def test_two_processes_on_one_database_never_promote_a_trial_twice(tmp_path):
-    asha_slow_study(tmp_path, n_trials=12, delay=0.02)
+    asha_slow_study(tmp_path, n_trials=12, delay=0.02, continue_in_place=False)  # every promotion a resume
     runs = [start_hpo(tmp_path, "run"), start_hpo(tmp_path, "worker")]
     seen: dict[int, int] = {}
     try:
@@ -125,11 +129,13 @@ def test_two_processes_on_one_database_never_promote_a_trial_twice(tmp_path):
     outputs = [run.stdout.read() for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
     final = trials(tmp_path)
-    failed = {t.number: t.user_attrs.get("error") for t in final if t.state == TrialState.FAIL}
-    assert {t.state for t in final} <= {TrialState.COMPLETE, TrialState.PRUNED}, failed
+    # A trial whose heartbeat aged on a busy machine is failed and retried from its checkpoint: not counted twice.
+    configurations = [t for t in final if not t.user_attrs.get("requeued")]
+    failed = {t.number: t.user_attrs.get("error") for t in configurations if t.state == TrialState.FAIL}
+    assert {t.state for t in configurations} <= {TrialState.COMPLETE, TrialState.PRUNED}, failed
     for trial in final:
         resumed = trial.system_attrs.get(pause.RESUMED_AT) or []
         assert len(resumed) == len(set(resumed)), (trial.number, resumed)  # one resume per pause point
     assert sum(len(t.system_attrs.get(pause.RESUMED_AT) or []) for t in final) >= 1
-    assert len(final) == 12
+    assert len(configurations) == 12
     assert seen
