@@ -200,7 +200,8 @@ def main() -> None:
     )
     print(f"target eval loss {target:.4f}")
     print(
-        f"{'contender':10} {'best loss':>10} {'vs random':>10} {'steps to target':>16} {'vs random':>10} {'wall s':>8}"
+        f"{'contender':10} {'final loss':>10} {'vs random':>10} {'steps to target':>16} {'speed-up':>9} "
+        f"{'wall s':>8} {'vs random':>10}"
     )
     for result in results.values():
         to_target = result.steps_to(target, args.steps, args.workers)
@@ -211,6 +212,12 @@ def main() -> None:
             f"{result.name:10} {result.best:10.4f} {result.best / base.best:10.3f} {to_target:16.0f} "
             f"{ratio:8.2f}x {result.wall_s:8.1f} {result.wall_s / base.wall_s:9.2f}x"
         )
+    strict = 0.8 * target
+    reached = {r.name: r.steps_to(strict, args.steps, args.workers) for r in results.values()}
+    shown = ", ".join(
+        f"{name} {steps:.0f}" if math.isfinite(steps) else f"{name} never" for name, steps in reached.items()
+    )
+    print(f"trial-steps to a stricter target, eval loss {strict:.4f} (0.8 x target): {shown}")
     pbt = results["pbt"]
     print(
         f"replay of the PBT winner's schedule from scratch (hpo retrain --replay): final eval loss {pbt.replayed:.6f}"
