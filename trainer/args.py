@@ -317,7 +317,7 @@ def _type_ok(value: Any, allowed: tuple[type, ...]) -> bool:
 
 
 def _check_types(args: TrainingArguments) -> None:
-    hints = typing.get_type_hints(TrainingArguments)
+    hints = typing.get_type_hints(type(args))  # a subclass (extra fields) is checked too
     for f in dataclasses.fields(args):
         value = getattr(args, f.name)
         allowed = _allowed_types(hints[f.name])
@@ -341,7 +341,12 @@ def _choice(name: str, value: Any, enum_or_choices: Any) -> Any:
     return enum_or_choices(_plain(value)) if isinstance(enum_or_choices, type) else value
 
 
+# transformers' names for our schedules
+SCHEDULER_ALIASES = {"reduce_lr_on_plateau": "reduce_on_plateau"}
+
+
 def _normalise(args: TrainingArguments) -> None:
+    args.lr_scheduler_type = SCHEDULER_ALIASES.get(args.lr_scheduler_type, args.lr_scheduler_type)
     args.logging_strategy = _choice("logging_strategy", args.logging_strategy, IntervalStrategy)
     args.eval_strategy = _choice("eval_strategy", args.eval_strategy, IntervalStrategy)
     args.save_strategy = _choice("save_strategy", args.save_strategy, SaveStrategy)

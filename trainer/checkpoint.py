@@ -168,7 +168,24 @@ def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | Pa
     return deleted
 
 
+def folder_bytes(path: str | Path) -> int:
+    """The bytes of every file under a checkpoint (or any) folder: what it costs on disk."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
 # ---- RNG state ---------------------------------------------------------------------------------------------------
+def save_pretrained_extras(model: Any, processing_class: Any, folder: Path) -> None:
+    """The model's config (and generation config) and the processing class, as save_pretrained writes them."""
+    config = getattr(model, "config", None)
+    if hasattr(config, "save_pretrained"):
+        config.save_pretrained(str(folder))
+    generation = getattr(model, "generation_config", None)
+    if hasattr(generation, "save_pretrained") and getattr(model, "can_generate", lambda: False)():
+        generation.save_pretrained(str(folder))
+    if hasattr(processing_class, "save_pretrained"):
+        processing_class.save_pretrained(str(folder))
+
+
 def rng_file(rank: int) -> str:
     return "rng_state.pth" if rank == 0 else f"rng_state_{rank}.pth"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -98,11 +98,22 @@ def eval_dataloader(
     return DataLoader(dataset, batch_size=args.per_device_eval_batch_size, sampler=sampler, **common)
 
 
+def default_data_collator(features: list[Any]) -> Any:
+    """torch's default_collate, with transformers' default_data_collator conventions for dict samples: a `label` or
+    `label_ids` entry becomes `labels` (the name models take), and str or None entries are left out."""
+    if features and isinstance(features[0], Mapping):
+        first = features[0]
+        rename = {"label": "labels", "label_ids": "labels"} if "labels" not in first else {}
+        keep = [k for k, v in first.items() if v is not None and not isinstance(v, str)]
+        features = [{rename.get(k, k): f[k] for k in keep} for f in features]
+    return default_collate(features)
+
+
 def _loader_options(args: TrainingArguments, collator: Any) -> dict[str, Any]:
     # A loader with its own generator leaves the global torch RNG (dropout's) untouched when an epoch starts,
     # which exact resume relies on.
     options = {
-        "collate_fn": collator or default_collate,
+        "collate_fn": collator or default_data_collator,
         "num_workers": args.dataloader_num_workers,
         "pin_memory": args.dataloader_pin_memory and torch.cuda.is_available(),
         "generator": torch.Generator().manual_seed(args.sampler_seed),

@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainer import checkpoint as ckpt
+from trainer.adapters import check_strategy as check_adapter_strategy
 from trainer.args import IntervalStrategy, SaveStrategy, TrainingArguments
 from trainer.callbacks import (
     CallbackHandler,
@@ -343,8 +344,6 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             logs["grad_norm"] = float(self._grad_norm)
         logs["learning_rate"] = current_learning_rate(self.optimizer)
         logs.update(self._throughput())
-        if self.args.include_num_input_tokens_seen != "no":
-            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         self.log(logs)
 
     def _throughput(self) -> dict[str, float]:
@@ -368,10 +367,13 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         self._samples_since_log = self._tokens_since_log = 0
         return rates
 
-    def log(self, logs: dict[str, float]) -> None:
-        """Add `epoch`, append to state.log_history (with `step`) and fire on_log."""
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Add `epoch` (and `num_input_tokens_seen` when asked), append to state.log_history (with `step`) and fire
+        on_log. `start_time` is transformers' argument; throughput is already in the training logs."""
         if self.state.epoch is not None:
             logs["epoch"] = self.state.epoch
+        if self.args.include_num_input_tokens_seen != "no":
+            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         self.state.log_history.append({**logs, "step": self.state.global_step})
         self.fire(Event.ON_LOG, logs=logs)
 
@@ -463,11 +465,10 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             args.output_dir,
             step,
             self._write_checkpoint,
-            # save_on_each_node: nodes without a shared disk each keep their own copy
-            is_main=strategy.is_local_zero if args.save_on_each_node else strategy.is_global_zero,
+            is_main=self._writes_checkpoints(),
             barrier=strategy.barrier,
         )
-        if strategy.is_global_zero:
+        if self._writes_checkpoints():
             ckpt.rotate_checkpoints(args.output_dir, args.save_total_limit, state.best_model_checkpoint)
         self.fire(Event.ON_SAVE)
         return path
@@ -475,9 +476,18 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     def _write_checkpoint(self, folder: Path) -> None:
         self.strategy.save_checkpoint(folder, self.model, self.optimizer, self.lr_scheduler)
         ckpt.save_rng_state(folder, self.strategy.rank)
-        if self.strategy.is_global_zero:
+        if self._writes_checkpoints():
             (folder / ckpt.ARGS_FILE).write_text(self.args.to_json(), encoding="utf-8")
+            # what transformers' checkpoints also hold: the model's config (from_pretrained(checkpoint) works) and
+            # the processing class. Not training_args.bin: a pickle; the arguments are in training_args.json
+            ckpt.save_pretrained_extras(self.strategy.unwrap(self.model), self.processing_class, folder)
             self.state.save_to_json(folder / ckpt.STATE_FILE)  # written last: its presence marks completeness
+
+    def _writes_checkpoints(self) -> bool:
+        """The process that writes shared checkpoint files: the job's main one, or with save_on_each_node (nodes
+        without a shared disk) each node's main one."""
+        strategy = self.strategy
+        return strategy.is_local_zero if self.args.save_on_each_node else strategy.is_global_zero
 
     def _resume(self, checkpoint: Path, plan: TrainingPlan) -> tuple[int, int]:
         """Restore weights, optimizer, scheduler, state and callbacks; return (epoch, steps into it) to start at."""
@@ -586,13 +596,17 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         dataset, collator = self._without_unused_columns(self.train_dataset)
         sampler = self.strategy.train_sampler(dataset, shuffle=True, seed=self.args.sampler_seed)
         size = batch_size or self.args.per_device_train_batch_size
-        return train_dataloader(dataset, self.args, size, collator, sampler)
+        loader = train_dataloader(dataset, self.args, size, collator, sampler)
+        loader.total_batch_size = size * self.strategy.world_size  # accelerate's attribute, read by user code
+        return loader
 
     def get_eval_dataloader(self, eval_dataset: Dataset | str | None = None) -> DataLoader:
         """The loader over `eval_dataset`: the Trainer's eval_dataset when None, or the one of that name when the
         Trainer holds a dict of them (as transformers)."""
         dataset, collator = self._without_unused_columns(self._eval_dataset_named(eval_dataset))
-        return eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
+        loader = eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
+        loader.total_batch_size = self.args.per_device_eval_batch_size * self.strategy.world_size
+        return loader
 
     def get_test_dataloader(self, test_dataset: Dataset) -> DataLoader:
         dataset, collator = self._without_unused_columns(test_dataset)
@@ -643,6 +657,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     def _setup_model_and_optimizer(self, plan: TrainingPlan, loader: DataLoader) -> None:
         user_optimizer, user_scheduler = self._user_optimizers
         model = prepare_model(self.strategy.unwrap(self.model), self.args)
+        check_adapter_strategy(self.strategy.name, model)  # refuse FSDP/ZeRO with an adapter before any step
 
         def build_optimizer(wrapped: torch.nn.Module) -> torch.optim.Optimizer:
             return user_optimizer if user_optimizer is not None else self.create_optimizer(wrapped)

@@ -160,7 +160,7 @@ class StudyView {
     }
     columns.push(
       { key: "number", label: "#", numeric: true, value: (t) => t.number, cell: (t) => HPO.link("/run", { id: this.name + "/trial-" + t.number }, String(t.number)) },
-      { key: "state", label: "state", value: (t) => t.state, cell: (t) => HPO.h("span", { className: "state " + t.state }, t.state.toLowerCase()) }
+      { key: "state", label: "state", value: (t) => t.state, cell: (t) => HPO.h("span", { className: "state " + t.state }, t.paused ? "paused" : t.state.toLowerCase()) }
     );
     objectives.forEach((objective, i) => columns.push({ key: "value" + i, label: objective, numeric: true, value: (t) => (t.values ? t.values[i] : null) }));
     for (const param of this.data.params) columns.push({ key: "param:" + param.name, label: param.name, numeric: param.type !== "categorical", value: (t) => t.params[param.name] });
@@ -170,6 +170,8 @@ class StudyView {
       { key: "pruned_step", label: "pruned at", numeric: true, value: (t) => (t.state === "PRUNED" ? lastStep(t) : null) },
       { key: "error", label: "error", value: (t) => t.user_attrs.error }
     );
+    // ASHA: each trial's path through the rungs (pause point: value), "paused" where it waits for a promotion.
+    if ((this.data.summary.rungs || []).length) columns.push({ key: "rungs", label: "rungs", value: (t) => rungText(t) });
     return columns;
   }
 
@@ -178,13 +180,14 @@ class StudyView {
     const summary = this.data.summary;
     this.renderRunning(); // elapsed times move on every poll
     // Rebuild the header only when it changed, so an open objective picker is not closed under the user's pointer.
-    const signature = JSON.stringify([summary.n_trials, summary.states, summary.best, this.data.export]);
+    const signature = JSON.stringify([summary.n_trials, summary.states, summary.best, summary.rungs, this.data.export]);
     if (signature === this.summarySignature) return;
     this.summarySignature = signature;
     const multi = summary.directions.length > 1;
     const directions = summary.objectives.map((name, i) => name + ": " + summary.directions[i]).join(", ");
     const chips = [h("span", { className: "chip" }, directions), h("span", { className: "chip" }, summary.n_trials + " trials")];
     for (const state of HPO.STATES) if (summary.states[state]) chips.push(HPO.stateChip(state, summary.states[state]));
+    for (const rung of summary.rungs || []) chips.push(h("span", { className: "chip rung" }, "rung " + rung.point + ": " + rung.reached + " reached, " + rung.paused + " paused, " + rung.promoted + " promoted"));
     const title = [h("h1", {}, summary.name), h("div", { className: "chips" }, chips)];
     if (multi) {
       const select = h("select", { className: "objective-picker", "aria-label": "objective" }, summary.objectives.map((name, i) => h("option", { value: i, selected: i === this.objective }, name)));
@@ -296,3 +299,9 @@ HPO.start(async (app) => {
   await view.load();
   HPO.poll(() => view.refresh(), 2000);
 });
+
+function rungText(trial) {
+  if (!trial.rungs) return null;
+  const path = trial.rungs.map(([point, value]) => point + ": " + HPO.fmt(value)).join(" › ");
+  return trial.paused ? path + " (paused)" : path;
+}

@@ -60,6 +60,12 @@ def describe(spec: Spec, metrics: dict[str, float] | None) -> str:
         ]
     else:
         lines += [f"{spec.source}: valid run file '{spec.name}'", f"  output: {spec.output_dir}"]
+    if spec.peft is not None:
+        searched = [n for n, p in getattr(spec, "search_space", {}).items() if p.target == "peft"]
+        lines.append(
+            f"  adapter: peft {spec.peft['method']}"
+            + (f"; searched: {', '.join(searched)}" if searched else "")
+        )
     if metrics is not None:
         names = sorted(k for k in metrics if k.startswith("eval_"))
         lines.append(f"  evaluation produces: {', '.join(names) or 'nothing (no eval dataset)'}")

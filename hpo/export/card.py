@@ -22,7 +22,9 @@ def _show(value: Any) -> str:
     return json.dumps(value) if isinstance(value, dict | list) else str(value)
 
 
-def model_card(source: ExportSource, transformers_class: str | None) -> str:
+def model_card(
+    source: ExportSource, transformers_class: str | None, adapters: dict[str, dict[str, Any]] | None = None
+) -> str:
     title = (
         f"{source.study_name} — trial {source.trial_number}"
         if source.kind == "trial"
@@ -42,7 +44,9 @@ def model_card(source: ExportSource, transformers_class: str | None) -> str:
         parts += ["`model_init` parameters:\n", _table(source.model_params, ("parameter", "value"))]
     if source.study_summary:
         parts += ["## Study\n", _study(source.study_summary)]
-    parts += ["## Loading\n", _loading(transformers_class)]
+    if adapters:
+        parts += ["## Adapters\n", _adapters(adapters, source.metrics)]
+    parts += ["## Loading\n", _loading(transformers_class, list(adapters or {}))]
     return "\n".join(parts)
 
 
@@ -68,6 +72,23 @@ def _study(summary: dict[str, Any]) -> str:
     )
 
 
+def _adapters(adapters: dict[str, dict[str, Any]], objectives: list[str]) -> str:
+    """One row per adapter: its name, method, trainable parameters and metrics (objectives first)."""
+    names = list(objectives) or sorted({k for a in adapters.values() for k in a.get("metrics", {})})
+    header = "| adapter | method | trainable parameters | " + " | ".join(f"`{n}`" for n in names) + " |"
+    lines = [header, "| " + " | ".join(["---"] * (3 + len(names))) + " |"]
+    for name, entry in adapters.items():
+        values = [
+            _show(entry.get("metrics", {}).get(n, entry.get("objectives", {}).get(n, "-"))) for n in names
+        ]
+        lines.append(
+            f"| `{name}` | {entry.get('method')} | {entry.get('trainable_params')} | "
+            + " | ".join(values)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _schedule(steps: list[dict[str, Any]]) -> str:
     """One row per segment: from which step, the values that changed there, which member trained it."""
     lines = ["| from step | hyperparameters | trained by |", "| --- | --- | --- |"]
@@ -82,8 +103,19 @@ def _schedule(steps: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n\n" + replay
 
 
-def _loading(transformers_class: str | None) -> str:
+def _loading(transformers_class: str | None, adapters: list[str] | None = None) -> str:
     text = '```python\nimport hpo\nmodel = hpo.load_exported("<this folder>")\n```\n'
+    named = [name for name in adapters or [] if name != "default"]
+    if named:
+        text += (
+            f"\nThe first adapter ({named[0]}) is active; pick another by name (all are loaded, "
+            f'`model.set_adapter(name)` switches):\n\n```python\nmodel = hpo.load_exported("<this folder>", adapter="{named[-1]}")\n```\n'
+        )
+    elif adapters:
+        text += (
+            "\nThe adapter is in peft's layout over the base model `model_init` builds:\n\n```python\n"
+            'from peft import PeftModel\nmodel = PeftModel.from_pretrained(base_model, "<this folder>")\n```\n'
+        )
     if transformers_class:
         cls = transformers_class.rsplit(".", 1)[1]
         text += (

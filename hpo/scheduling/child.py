@@ -134,12 +134,14 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
     if job.changes:
         callbacks.append(HyperparameterSchedule(job.changes, job.spec.task.resolve().mutable))
     try:
+        # No gc.collect() at the end: this process exits right after, and the system takes its memory back at once.
         outcome = run_trial(
             job.spec,
             job.study,
             trial,
             resume_from=job.resume_from,
             extra_callbacks=callbacks,
+            release_memory=False,
             gpu_shared=job.gpu_shared,
             params=job.member_params,
         )

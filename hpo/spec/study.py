@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from hpo.spec import adapters
 from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path, problems_from_validation_error
@@ -161,6 +162,7 @@ class StudySpec(Section):
     callbacks: list[CallbackSpec] = []
     tracking: TrackingSpec = TrackingSpec()
     export: ExportSpec = ExportSpec()
+    peft: dict[str, Any] | None = None  # train an adapter: {method: lora, r: 8, ...} (hpo.spec.adapters)
 
     _source: str | None = PrivateAttr(default=None)
 
@@ -172,7 +174,9 @@ class StudySpec(Section):
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
+        adapters.check_section(self.peft)
         self._resolve_targets()
+        self._check_peft_params()
         self._check_scheduler()
         _check_conditions(self.search_space)
         self._check_training()
@@ -188,9 +192,16 @@ class StudySpec(Section):
     # ---- validation steps -------------------------------------------------------------------------------------
     def _resolve_targets(self) -> None:
         fields = training_field_names()
+        peft_options = adapters.option_names(adapters.method_of(self.peft)) if self.peft else ()
         for name, param in self.search_space.items():
             if param.target is None:
-                param.target = "training" if name in fields else "model"
+                param.target = "training" if name in fields else "peft" if name in peft_options else "model"
+            elif param.target == "peft" and name not in peft_options:
+                if not self.peft:
+                    raise FieldProblem(
+                        f"search_space.{name}.target", "peft needs a peft: section (its method)"
+                    )
+                adapters.check_options(adapters.method_of(self.peft), {name: None}, where="search_space")
             elif param.target == "training" and name not in fields:
                 close = difflib.get_close_matches(name, fields, n=1)
                 hint = f"did you mean {close[0]}?" if close else "use target: model"
@@ -215,6 +226,23 @@ class StudySpec(Section):
                         f"the value {value!r} makes the training arguments invalid: "
                         f"{join_path('training', problem.field)}: {problem.message}",
                     ) from problem
+
+    def _check_peft_params(self) -> None:
+        """Each value an adapter parameter can take must make a config peft accepts, with the section's options."""
+        for name, param in self.search_space.items():
+            if param.target != "peft":
+                continue
+            for value in param.extremes():
+                try:
+                    adapters.build_config(self.peft or {}, {name: value})
+                except FieldProblem as problem:
+                    raise FieldProblem(
+                        f"search_space.{name}",
+                        f"the value {value!r} makes the peft config invalid: {problem.message}",
+                    ) from problem
+        if self.peft:
+            multi_rank = self.resources.strategy if self.resources.ranks > 1 else None
+            adapters.check_strategy(self.training, multi_rank)
 
     def _check_strategy(self) -> None:
         """`training.strategy` and `resources.strategy` name how a multi-rank trial runs; they must agree."""
@@ -361,10 +389,15 @@ class StudySpec(Section):
         return {name: p for name, p in self.search_space.items() if p.target == "training"}
 
     def split_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(TrainingArguments overrides, model_init params) of a trial; model params include the file's `model:`."""
+        """(TrainingArguments overrides, model_init params) of a trial; model params include the file's `model:`.
+        Adapter parameters are in neither (see `peft_params`)."""
         training = {k: v for k, v in params.items() if self._target(k) == "training"}
-        model = {**self.model, **{k: v for k, v in params.items() if self._target(k) != "training"}}
+        model = {**self.model, **{k: v for k, v in params.items() if self._target(k) == "model"}}
         return training, model
+
+    def peft_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The sampled options of the adapter's config (search_space entries with target peft)."""
+        return {k: v for k, v in params.items() if self._target(k) == "peft"}
 
     def _target(self, name: str) -> str:
         param = self.search_space.get(name)

@@ -121,3 +121,18 @@ def test_example_script_logging_and_state_files_come_from_the_main_process_only(
         "total_flos": "3GF",
         "x_mem_gpu": "5MB",
     }
+
+
+def test_a_checkpoint_of_a_transformers_model_loads_with_from_pretrained(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+    )
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(config)
+    data = [{"input_ids": torch.randint(0, 32, (6,)), "labels": torch.tensor(i % 2)} for i in range(8)]
+    args = quiet_args(tmp_path, max_steps=2, save_strategy="steps", save_steps=2)
+    Trainer(model=model, args=args, train_dataset=data).train()
+    loaded = transformers.BertForSequenceClassification.from_pretrained(str(tmp_path / "checkpoint-2"))
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
