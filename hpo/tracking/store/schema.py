@@ -23,7 +23,8 @@ Schema (JSON columns hold JSON text on both backends; times are unix seconds):
         run_id TEXT, step INTEGER (global step), epoch REAL, name TEXT, value REAL, time REAL
     hpo_events     run_id TEXT, time REAL, kind TEXT, message TEXT, data JSON
         kinds: started, evaluated, pruned, failed, retried, resumed, interrupted, completed, out_of_memory (a trial
-        that ran out of GPU memory while sharing its GPU: queued again, run status "requeued")
+        that ran out of GPU memory while sharing its GPU: queued again, run status "requeued"), paused (an ASHA trial
+        stopped at a rung with a checkpoint, run status "paused" until it is promoted or ends)
     hpo_artifacts  run_id TEXT, kind TEXT ("checkpoint" | "export"), path TEXT, sha256 TEXT, size INTEGER, step INTEGER,
                    time REAL.  For a folder, sha256 is the digest of its sorted "relative-path sha256-of-file" lines and
                    size is the sum of its files' sizes (see `hpo.tracking.digest`).
@@ -96,6 +97,7 @@ EVENT_KINDS = (
     "interrupted",
     "completed",
     "out_of_memory",
+    "paused",
 )
 # An event of one of these kinds also sets the run's status.
 TERMINAL_STATUS = {
@@ -104,6 +106,7 @@ TERMINAL_STATUS = {
     "failed": "failed",
     "interrupted": "interrupted",
     "out_of_memory": "requeued",
+    "paused": "paused",
 }
 
 
