@@ -97,7 +97,7 @@ def test_members_exploit_in_lockstep_and_replay_reproduces_the_winner(tmp_path, 
 
 def test_a_killed_run_continues_with_no_member_lost(tmp_path):
     folder = tmp_path / "killed"
-    pbt_study(folder, model={"delay": 0.05})
+    pbt_study(folder, model={"delay": 0.2})  # a member trains about a second per interval: killed mid-segment
     process = start_hpo(folder, "run", "--workers", "2")
     try:
         # Killed once some member has paused at an interval (its state is in the database only).
