@@ -150,10 +150,8 @@ def bench_study(browser, server_url: str, name: str, repeat: int) -> dict[str, f
 
 
 # A plot container of optuna-dashboard (Plotly) that has drawn its data: a trace group inside its plot area.
-_DRAWN = "[...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector('g.plot g.trace'))"
-OPTUNA_DASHBOARD_PLOTS = (
-    3  # history, hyperparameter importance, timeline (intermediate values has no trace here)
-)
+_DRAWN = "[...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector('g.trace'))"
+OPTUNA_DASHBOARD_PLOTS = 4  # history, hyperparameter importance, timeline, intermediate values
 
 
 def optuna_dashboard_command() -> list[str] | None:
