@@ -135,6 +135,22 @@ def _replace(source: Path, target: Path) -> None:
         os.replace(source, target)
 
 
+def copy_checkpoint(source: str | Path, output_dir: str | Path) -> Path:
+    """Copy a complete checkpoint into `output_dir` under the same step (PBT's exploit), atomically as a save is: a
+    crash during the copy leaves only a temporary folder. An existing checkpoint of that step is replaced."""
+    source = Path(source)
+    if not is_complete(source):
+        raise CheckpointError(f"{source} is not a complete checkpoint: it has no {STATE_FILE}")
+    step = int(_NAME.match(source.name).group(1))
+    final, temporary = checkpoint_dir(output_dir, step), _temporary_dir(output_dir, step)
+    shutil.rmtree(temporary, ignore_errors=True)
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, temporary)
+    _fsync_tree(temporary)
+    _replace(temporary, final)
+    return final
+
+
 def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | Path | None) -> list[Path]:
     """Delete the oldest checkpoints beyond `limit`, never the best nor the newest. Returns what was deleted."""
     if limit is None:

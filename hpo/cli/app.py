@@ -6,7 +6,6 @@ holds each command's one-line summary too, so `hpo --help` lists them without im
 from __future__ import annotations
 
 import importlib
-import shlex
 import sys
 import traceback
 from typing import NamedTuple
@@ -38,13 +37,6 @@ COMMANDS: dict[str, CommandEntry] = {
 
 def summary(name: str) -> str:
     return COMMANDS[name].summary
-
-
-def same_command() -> str:
-    """The command line being run, to repeat (without --debug): how an interrupted command continues."""
-    context = click.get_current_context(silent=True)
-    args = (context.find_root().obj or {}).get("argv", []) if context is not None else []
-    return shlex.join(["hpo", *(a for a in args if a != "--debug")])
 
 
 class LazyGroup(click.Group):
@@ -83,11 +75,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors print one clear message and exit with their code (2 for config and usage)."""
-    args = list(argv if argv is not None else sys.argv[1:])
-    debug = "--debug" in args
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        # The command line travels with the context, so an interrupted command can say how to continue.
-        cli.main(args=args, prog_name="hpo", standalone_mode=False, obj={"argv": args})
+        cli.main(args=argv, prog_name="hpo", standalone_mode=False)
     except click.exceptions.Exit as stop:
         sys.exit(stop.exit_code)
     except click.ClickException as error:

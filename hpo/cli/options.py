@@ -3,12 +3,14 @@ trials run (`--workers`, `--gpus`), and how a trial or a value is printed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 import optuna
+from click.core import ParameterSource
 from optuna.trial import FrozenTrial
 
 from hpo.errors import ConfigError
@@ -56,6 +58,29 @@ def placement_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--workers", type=click.IntRange(min=1), help="Trials in parallel on CPU (one process each)."
     )(command)
+
+
+def repeat_command(drop: Sequence[str] = (), add: Sequence[str] = ()) -> str:
+    """The running command as the user typed it (the options given on the command line, as words a shell takes back),
+    without the parameters named in `drop`, plus `add`: how an interrupted command says to continue."""
+    ctx = click.get_current_context()
+    words = ctx.command_path.split()
+    for param in ctx.command.params:
+        name = param.name or ""
+        if name in drop or ctx.get_parameter_source(name) != ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params.get(name)
+        if isinstance(param, click.Argument):
+            words.append(str(value))
+            continue
+        option = max(param.opts, key=len)
+        if isinstance(param, click.Option) and param.is_flag:
+            words += [option] if value else []
+        elif isinstance(param, click.Option) and value == param.flag_value:
+            words.append(option)  # an option whose value may be left out (--resume)
+        else:
+            words += [item for v in (value if param.multiple else [value]) for item in (option, str(v))]
+    return shlex.join([*words, *add])
 
 
 def parse_gpus(gpus: str | None) -> list[int] | None:

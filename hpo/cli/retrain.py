@@ -16,8 +16,10 @@ from hpo.cli.app import summary
 from hpo.cli.train import print_summary, protect_earlier_run
 from hpo.errors import ConfigError
 from hpo.spec import load_study_spec
-from hpo.study.retrain import retrain_spec
+from hpo.storage.lineage import Segment, changes
+from hpo.study.retrain import replay_spec, retrain_spec
 from hpo.trial.single_run import run_training
+from trainer.hyperparams import HyperparameterSchedule
 
 
 @click.command("retrain", short_help=summary("retrain"))
@@ -38,6 +40,11 @@ from hpo.trial.single_run import run_training
 @click.option(
     "--overwrite", is_flag=True, help="Start afresh in an OUT that holds checkpoints (deletes them)."
 )
+@click.option(
+    "--replay",
+    is_flag=True,
+    help="PBT studies: train one run from scratch along the chosen member's hyperparameter schedule.",
+)
 def retrain(
     study_file: Path,
     out_dir: str,
@@ -46,11 +53,23 @@ def retrain(
     storage: str | None,
     overrides: tuple[str, ...],
     overwrite: bool,
+    replay: bool,
 ) -> None:
     """Train the best trial's parameters from scratch as a single run in OUT."""
     if not study_file.is_file():
         raise ConfigError(f"{study_file}: no such study file")
     spec = load_study_spec(study_file, overrides=list(overrides), storage=storage)
+    if replay:
+        if metric is not None:
+            raise ConfigError("--metric: a PBT study has one objective; remove --metric")
+        run_spec, trial, steps = replay_spec(spec, out_dir, trial_number=trial_number)
+        protect_earlier_run(run_spec.output_dir, overwrite, folder_option="--out", resumable=False)
+        click.echo(f"replaying the schedule of trial {trial.number} of study {spec.study.name} in {out_dir}:")
+        for line in describe_schedule(steps):
+            click.echo(f"  {line}")
+        schedule = HyperparameterSchedule(changes(steps), spec.task.resolve().mutable)
+        print_summary(run_training(run_spec, callbacks=[schedule]))
+        return
     run_spec, trial = retrain_spec(spec, out_dir, trial_number=trial_number, metric=metric)
     protect_earlier_run(run_spec.output_dir, overwrite, folder_option="--out", resumable=False)
     click.echo(
@@ -61,3 +80,18 @@ def retrain(
 
 def _params(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
+
+def describe_schedule(steps: list[Segment]) -> list[str]:
+    lines = []
+    for index, segment in enumerate(steps):
+        shown = (
+            segment.params
+            if index == 0
+            else {k: v for k, v in segment.params.items() if steps[index - 1].params.get(k) != v}
+        )
+        origin = f"member {segment.member}" + (
+            f", copied from member {segment.source}" if segment.source is not None else ""
+        )
+        lines.append(f"from step {segment.step}: {_params(shown)} ({origin})")
+    return lines

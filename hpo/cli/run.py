@@ -8,13 +8,14 @@ import click
 from optuna.trial import FrozenTrial
 from rich.console import Console
 
-from hpo.cli.app import same_command, summary
+from hpo.cli.app import summary
 from hpo.cli.options import (
     format_params,
     format_values,
     load_study,
     parse_gpus,
     placement_options,
+    repeat_command,
     study_arguments,
     trial_budget_options,
     trial_line,
@@ -91,7 +92,7 @@ def run(
 
 
 def _continue() -> str:
-    return f"continue with: {same_command()}"
+    return f"continue with: {repeat_command()}"
 
 
 def _run_line(summary: StudySummary, ran: int, n_trials: int | None) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from hpo.cli.app import summary
+from hpo.cli.options import repeat_command
 from hpo.errors import ConfigError, HpoError, Interrupted
 from hpo.spec import RunSpec, load_run_spec
-from hpo.trial.single_run import run_training
+from hpo.trial.callbacks import on_interrupt
+from hpo.trial.single_run import RunStopped, run_training
 from trainer.checkpoint import list_checkpoints
 from trainer.distributed import exit_rank
 from trainer.errors import NonFiniteLossError
@@ -147,13 +151,22 @@ def protect_earlier_run(
 
 
 def train_from_spec(spec: RunSpec, resume: str | None) -> dict[str, Any]:
-    """Run the training; a loss that stays non-finite becomes a clear error (exit 1) instead of a traceback."""
+    """Run the training; a loss that stays non-finite becomes a clear error (exit 1) instead of a traceback.
+
+    Ctrl-C of a one-process run saves a checkpoint at the next step and stops (a second one stops at once); the
+    message says what was saved and the command that continues."""
+    alone = int(os.environ.get("WORLD_SIZE", "1")) == 1
+    previous = signal.signal(signal.SIGINT, on_interrupt) if alone and _main_thread() else None
     try:
-        return run_training(spec, resume=True if resume == "latest" else resume)
-    except KeyboardInterrupt:
+        return run_training(spec, resume=True if resume == "latest" else resume, stoppable=alone)
+    except RunStopped as stop:
+        again = ["--resume"] if stop.checkpoint else []
+        drop = ["overwrite", "resume"] if stop.checkpoint else ["overwrite"]
+        raise Interrupted(f"{stop}; continue with: {repeat_command(drop=drop, add=again)}") from None
+    except KeyboardInterrupt:  # while the data or the model loaded: no training step ran
         raise Interrupted(
-            f"interrupted; continue from the newest checkpoint with: hpo train {spec.source} --resume "
-            f"--output-dir {spec.output_dir}"
+            f"stopped before training started: nothing was saved; continue with: "
+            f"{repeat_command(drop=['overwrite'])}"
         ) from None
     except NonFiniteLossError as error:
         raise HpoError(
@@ -161,6 +174,13 @@ def train_from_spec(spec: RunSpec, resume: str | None) -> dict[str, Any]:
             "Try a lower training.learning_rate, gradient clipping (training.max_grad_norm), or warmup "
             "(training.warmup_ratio); resume from the last good checkpoint with --resume PATH."
         ) from error
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def print_summary(summary: dict[str, Any]) -> None:

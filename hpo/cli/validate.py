@@ -54,6 +54,7 @@ def describe(spec: Spec, metrics: dict[str, float] | None) -> str:
             f"  search space: {len(spec.search_space)} parameters ({', '.join(spec.search_space) or 'none'})",
             f"  sampler: {study.sampler.type}; pruner: {study.pruner.type if study.pruner else 'none'}; "
             f"trials: {study.n_trials or 'until timeout'}",
+            *([describe_scheduler(spec)] if study.scheduler is not None else []),
             f"  storage: {spec.storage}",
             f"  output: {spec.output_dir}",
         ]
@@ -69,3 +70,20 @@ def describe(spec: Spec, metrics: dict[str, float] | None) -> str:
         names = sorted(k for k in metrics if k.startswith("eval_"))
         lines.append(f"  evaluation produces: {', '.join(names) or 'nothing (no eval dataset)'}")
     return "\n".join(lines)
+
+
+def describe_scheduler(spec: StudySpec) -> str:
+    pbt = spec.study.scheduler
+    assert pbt is not None
+    if pbt.type != "pbt":
+        options = ", ".join(f"{k} {v}" for k, v in pbt.model_dump(exclude={"type"}).items())
+        return f"  scheduler: {pbt.type}, {options}"
+    mutations = ", ".join(
+        f"{name} ({'resample' if m.resample else 'x' + '/'.join(f'{f:g}' for f in m.factors or [])})"
+        for name, m in pbt.mutations.items()
+    )
+    return (
+        f"  scheduler: pbt, population {pbt.population}, exploit/explore every {pbt.perturbation_interval} steps up "
+        f"to {pbt.max_resource} (bottom {pbt.quantile_fraction:g} copies top {pbt.quantile_fraction:g}); "
+        f"mutating {mutations}"
+    )

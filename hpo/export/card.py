@@ -38,6 +38,8 @@ def model_card(
         _table(scores, ("metric", "value")),
     ]
     parts += ["## Hyperparameters\n", _table(source.params, ("parameter", "value"))]
+    if source.schedule:
+        parts += ["## Hyperparameter schedule (population-based training)\n", _schedule(source.schedule)]
     if source.model_params != source.params:
         parts += ["`model_init` parameters:\n", _table(source.model_params, ("parameter", "value"))]
     if source.study_summary:
@@ -85,6 +87,20 @@ def _adapters(adapters: dict[str, dict[str, Any]], objectives: list[str]) -> str
             + " |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _schedule(steps: list[dict[str, Any]]) -> str:
+    """One row per segment: from which step, the values that changed there, which member trained it."""
+    lines = ["| from step | hyperparameters | trained by |", "| --- | --- | --- |"]
+    previous: dict[str, Any] = {}
+    for entry in steps:
+        changed = {k: v for k, v in entry["params"].items() if previous.get(k) != v}
+        values = ", ".join(f"`{k}` = {_show(v)}" for k, v in sorted(changed.items()))
+        copied = f" (copied member {entry['copied_from']})" if entry.get("copied_from") is not None else ""
+        lines.append(f"| {entry['step']} | {values} | member {entry['member']}{copied} |")
+        previous = entry["params"]
+    replay = "Train one run along it from scratch with `hpo retrain <study file> --out DIR --replay`.\n"
+    return "\n".join(lines) + "\n\n" + replay
 
 
 def _loading(transformers_class: str | None, adapters: list[str] | None = None) -> str:

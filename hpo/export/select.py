@@ -13,6 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import ConfigError, HpoError
 from hpo.spec import RunSpec, Spec, StudySpec, metric_key
+from hpo.storage.lineage import as_records, latest_by_member, member_of, schedule
 from hpo.storage.study_db import load_existing_study, pick_trial
 from hpo.tracking.events import store_location
 from hpo.tracking.store import open_store, trial_run_id
@@ -39,6 +40,9 @@ class ExportSource:
     peft_params: dict[str, Any] = field(
         default_factory=dict
     )  # the trial's sampled adapter options (peft: files)
+    schedule: list[dict[str, Any]] | None = (
+        None  # PBT: the member's hyperparameters by step (storage.lineage)
+    )
 
 
 # ---- a study ----------------------------------------------------------------------------------------------------
@@ -52,13 +56,21 @@ def study_source(
 def trial_source(spec: StudySpec, study: optuna.Study, trial: FrozenTrial) -> ExportSource:
     metrics = list(spec.study.metrics or [])
     checkpoint = trial_checkpoint(trial)
-    training, model_params = spec.split_params(dict(trial.params))
+    params, steps = dict(trial.params), None
+    if spec.study.scheduler is not None and spec.study.scheduler.type == "pbt":
+        # The weights were trained along a schedule; the member's latest values build the model they load into.
+        trials = study.get_trials(deepcopy=False)
+        steps = as_records(
+            schedule(latest_by_member(trials), member_of(trial, {t.number: t for t in trials}))
+        )
+        params = dict(steps[-1]["params"])
+    training, model_params = spec.split_params(params)
     return ExportSource(
         spec=spec,
         kind="trial",
         checkpoint=checkpoint,
         step=checkpoint_step(checkpoint),
-        params=dict(trial.params),
+        params=params,
         model_params=model_params,
         training=training,
         arguments=checkpoint_arguments(
@@ -72,6 +84,7 @@ def trial_source(spec: StudySpec, study: optuna.Study, trial: FrozenTrial) -> Ex
         run_id=trial_run_id(study.study_name, trial.number),
         study_summary=summarize_study(study, spec, trial.number),
         peft_params=spec.peft_params(dict(trial.params)),
+        schedule=steps,
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -91,8 +92,9 @@ def export_top(
         )
     sources = top_sources(spec, k, metric)
     check_same_base(sources)
-    out_dir = Path(out_dir)
-    _check_destination(out_dir)
+    given = str(out_dir)
+    out_dir = Path(os.path.abspath(out_dir))  # ".", "a/..": staging and swap need a real name
+    _check_destination(out_dir, given)
     task = spec.task.resolve()
     staging = _staging(out_dir)
     try:
@@ -128,8 +130,11 @@ def _staging(out_dir: Path) -> Path:
 def _export(
     source: ExportSource, out_dir: str | Path, *, evaluate: bool, merge: bool = False
 ) -> ExportResult:
-    out_dir = Path(out_dir)
-    _check_destination(out_dir)
+    given = str(out_dir)
+    out_dir = Path(
+        os.path.abspath(out_dir)
+    )  # ".", "a/..": the staging and previous siblings need a real name
+    _check_destination(out_dir, given)
     task = source.spec.task.resolve()
     adapter_info = None
     if source.spec.peft is not None:
@@ -162,7 +167,15 @@ def _export(
     return result
 
 
-def _check_destination(out_dir: Path) -> None:
+def _check_destination(out_dir: Path, given: str) -> None:
+    """An earlier export is replaced as a whole; anything else that is not empty is the user's, and is refused. The
+    current folder (or one holding it) is refused too: swapping it away would leave the shell in a deleted folder."""
+    cwd = Path.cwd()
+    if out_dir == cwd or out_dir in cwd.parents:
+        raise ConfigError(
+            f"--out {given}: the export replaces its folder as a whole, and this is the current folder; give another "
+            f"folder, e.g. --out {out_dir.parent / (out_dir.name + '-export')}"
+        )
     if out_dir.exists() and (
         not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / EXPORT_MANIFEST).exists())
     ):
@@ -215,6 +228,7 @@ def _write_folder(
         "params": source.params,
         "model_init_params": source.model_params,
         "training": source.training,
+        **({"schedule": source.schedule} if source.schedule is not None else {}),
     }
     _write_json(folder / "hyperparameters.json", hyperparameters)
     _write_json(folder / "metrics.json", source.recorded_metrics)

@@ -29,12 +29,12 @@ from rich.live import Live
 
 from hpo.errors import HpoError, Interrupted
 from hpo.scheduling.gpu_gate import MemoryReader
-from hpo.scheduling.slots import Slot, make_slots
+from hpo.scheduling.slots import Slot, describe_slots, make_slots
 from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table, status_dir, study_counts
 from hpo.scheduling.worker import WorkerConfig
 from hpo.spec import StudySpec
 from hpo.storage.stopped import describe_stop, finished_numbers
-from hpo.storage.study_db import shared_storage_url, study_is_complete
+from hpo.storage.study_db import remaining_trials, shared_storage_url, study_is_complete
 
 STOP_GRACE_S = 30.0  # after a first Ctrl-C, how long trials may take to reach a step boundary and save
 MAX_RESTARTS = 3  # per slot, for workers that died (SIGKILL, out of memory)
@@ -61,9 +61,11 @@ def run_trials(
     slots = make_slots(spec.resources, gpus=gpus, workers=workers, ranks_per_trial=ranks_per_trial)
     if study_is_complete(study, n_trials):
         return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
+    slots = _slots_needed(slots, study, n_trials)
     pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory)
     finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
     console = console or Console(stderr=True)
+    console.print(describe_slots(slots))
     with _signals_to(pool):
         _watch(pool, study, n_trials, report, console)
     if pool.slots and not pool.processes:
@@ -74,6 +76,13 @@ def run_trials(
         # A second Ctrl-C killed the trials without a new checkpoint: the next run resumes them from their newest.
         how = "stopped at once" if pool.stop_level > 1 else "stopped"
         raise Interrupted(f"{how}: {describe_stop(study, str(spec.output_dir), finished_before)}")
+
+
+def _slots_needed(slots: list[Slot], study: optuna.Study, n_trials: int | None) -> list[Slot]:
+    """No more workers than trials left to start (queued ones included): each extra worker would import torch, then
+    find nothing to claim."""
+    remaining = remaining_trials(study, n_trials)
+    return slots if remaining is None else slots[: max(1, remaining)]
 
 
 class WorkerPool:

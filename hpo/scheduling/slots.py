@@ -7,6 +7,8 @@
                                                      next trial may start beside the others is the worker's GPU gate
                                                      (hpo.scheduling.gpu_gate: NVML free memory against measured peaks)
     no GPU, or --workers N                        -> N CPU slots of resources.threads_per_trial threads each
+    no GPU and no --workers / resources.workers   -> usable cores // (threads_per_trial x ranks) slots, as Ray Tune
+                                                     fills the cores (1 slot with every core when threads are unset)
 
 GPUs are found without initialising CUDA in this process (nvidia-smi; torch only in a throwaway subprocess), because a
 process that initialised CUDA cannot fork workers that use it, and each worker must choose its devices before torch
@@ -152,14 +154,39 @@ def _slots_per_gpu(resources: ResourcesSpec, gpus: int, cpus: int) -> int:
 def cpu_slots(
     resources: ResourcesSpec, workers: int | None, ranks_per_trial: int | None, cpus: int
 ) -> list[Slot]:
-    count = workers or resources.workers or 1
+    ranks = ranks_per_trial or resources.ranks_per_trial or 1
+    count = workers or resources.workers or default_workers(cpus, resources.threads_per_trial, int(ranks))
     if count < 1:
         raise ConfigError(f"--workers: must be at least 1, got {count}")
-    ranks = ranks_per_trial or resources.ranks_per_trial or 1
     threads = resources.threads_per_trial or default_threads(cpus, int(count), int(ranks))
     return [Slot(i, (), int(ranks), int(threads)) for i in range(int(count))]
+
+
+def default_workers(cpus: int, threads_per_trial: int | None, ranks: int) -> int:
+    """CPU workers when neither --workers nor resources.workers is given: as many trials as the usable cores hold at
+    `threads_per_trial` threads per rank. Without threads_per_trial a trial may use every core: one worker."""
+    if threads_per_trial is None:
+        return 1
+    return max(1, cpus // (threads_per_trial * ranks))
 
 
 def default_threads(cpus: int, slots: int, ranks: int) -> int:
     """threads_per_trial when the file gives none: the cores shared by every rank that runs at once, at least 1."""
     return max(1, cpus // (slots * ranks))
+
+
+def describe_slots(slots: Sequence[Slot], cpus: int | None = None) -> str:
+    """One line for the start of a run: how many trials run at once, on what, and how to change it."""
+    if not slots:
+        return "no slots"
+    first = slots[0]
+    threads = f"{first.threads} thread{'s' if first.threads > 1 else ''}"
+    ranks = f" x {first.ranks} ranks" if first.ranks > 1 else ""
+    if first.devices:
+        gpus = " ".join(s.label for s in slots)
+        return f"{len(slots)} trial(s) at a time ({gpus}; {threads}{ranks}); choose GPUs with --gpus 0,1"
+    cores = cpus or len(os.sched_getaffinity(0))
+    return (
+        f"{len(slots)} trial(s) at a time on CPU ({threads}{ranks} each, {cores} usable cores); change with "
+        "--workers N or resources.workers / resources.threads_per_trial"
+    )

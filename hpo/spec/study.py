@@ -13,14 +13,15 @@ import warnings
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from hpo.spec import adapters
 from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
-from hpo.spec.errors import FieldProblem, SpecError, join_path
+from hpo.spec.errors import FieldProblem, SpecError, join_path, problems_from_validation_error
 from hpo.spec.extras import check_strategy_installed
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
+from hpo.spec.pbt import PbtSchedulerSpec, check_pbt
 from hpo.spec.run import check_training
 from hpo.spec.scheduler import SchedulerSpec
 from hpo.spec.search_space import ParamSpec
@@ -77,10 +78,25 @@ class StudySection(Section):
     timeout: float | None = Field(None, gt=0)
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec | None = None  # default: median for one objective with evaluations, else none
-    scheduler: SchedulerSpec | None = None  # pauses and promotes trials (ASHA); excludes a pruner
+    # Pauses trials and continues some (ASHA promotions, PBT members); excludes a pruner. `type:` picks the kind.
+    scheduler: SchedulerSpec | PbtSchedulerSpec | None = None
     enqueue: list[dict[str, Any]] = []
     max_failures: int | None = Field(None, ge=1)
     keep_checkpoints: KeepCheckpointsSpec = KeepCheckpointsSpec()
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _scheduler_kind(cls, value: Any) -> Any:
+        """`type: pbt` is population-based training, any other ASHA; built here so an error names the field
+        (study.scheduler.population), not the union member pydantic tried."""
+        if not isinstance(value, dict):
+            return value
+        model = PbtSchedulerSpec if value.get("type") == "pbt" else SchedulerSpec
+        try:
+            return model.model_validate(value)
+        except ValidationError as error:
+            path, message = problems_from_validation_error(error, model)[0]
+            raise FieldProblem(path, message) from None
 
     @field_validator("storage")
     @classmethod
@@ -295,6 +311,8 @@ class StudySpec(Section):
             )
         self.study.pruner = PrunerSpec(type="none")
         self.training = scheduler.settle(self.training)
+        if scheduler.type == "pbt":
+            check_pbt(self)
 
     def _choose_pruner(self) -> None:
         evaluates = self.evaluation_always_on()

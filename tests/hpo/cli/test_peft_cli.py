@@ -150,3 +150,23 @@ def test_a_lora_study_runs_adapter_sized_trials(tmp_path, capsys, monkeypatch):
     assert "trained params" in out and "checkpoint" in out
     shown = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
     assert f"{run['trainable_params'] / 1000:.1f}k" in out and shown in out
+
+
+def test_hpo_train_with_an_adapter_then_export_reloads_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = {
+        "name": "lora_run",
+        "task": TASK,
+        "model": STUDY["model"],
+        "peft": {"method": "lora", "r": 4, "target_modules": "query,value"},
+        "training": {**STUDY["training"], "metric_for_best_model": "accuracy"},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(run))
+    assert run_main("train", str(path)) == 0
+    assert (tmp_path / "runs" / "lora_run" / "checkpoint-2" / "adapter_model.safetensors").is_file()
+    assert run_main("export", str(path), "--out", str(tmp_path / "export")) == 0
+    out = capsys.readouterr().out
+    assert "eval_accuracy" in out
+    manifest = json.loads((tmp_path / "export" / "export.json").read_text())
+    assert manifest["adapter"]["adapters"]["default"]["method"] == "lora"

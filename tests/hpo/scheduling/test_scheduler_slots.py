@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hpo.errors import ConfigError
-from hpo.scheduling.slots import discover_gpus, make_slots
+from hpo.scheduling.slots import describe_slots, discover_gpus, make_slots
 from hpo.spec import ResourcesSpec
 
 
@@ -56,6 +56,27 @@ def test_cpu_workers_share_the_cores():
 def test_cpu_threads_per_trial_and_workers_from_the_file():
     slots = make_slots(resources(workers=3, threads_per_trial=2), available_gpus=[], cpu_count=2)
     assert [s.threads for s in slots] == [2, 2, 2]
+
+
+def test_cpu_default_fills_the_cores_at_threads_per_trial():
+    # The shipped digits study (threads_per_trial: 1) on 2 cores runs 2 trials at a time, as Ray Tune would.
+    slots = make_slots(resources(threads_per_trial=1), available_gpus=[], cpu_count=2)
+    assert [(s.threads, s.ranks) for s in slots] == [(1, 1), (1, 1)]
+    assert len(make_slots(resources(threads_per_trial=2), available_gpus=[], cpu_count=8)) == 4
+    assert len(make_slots(resources(threads_per_trial=4), available_gpus=[], cpu_count=2)) == 1
+    two_ranks = make_slots(resources(threads_per_trial=1, ranks_per_trial=2), available_gpus=[], cpu_count=8)
+    assert [(s.threads, s.ranks) for s in two_ranks] == [(1, 2)] * 4
+
+
+def test_cpu_default_without_threads_per_trial_is_one_worker_on_every_core():
+    slots = make_slots(resources(), available_gpus=[], cpu_count=2)
+    assert [(s.threads, s.ranks) for s in slots] == [(2, 1)]
+
+
+def test_the_start_line_says_how_many_run_at_once_and_how_to_change_it():
+    line = describe_slots(make_slots(resources(threads_per_trial=1), available_gpus=[], cpu_count=2), cpus=2)
+    assert line.startswith("2 trial(s) at a time on CPU (1 thread each, 2 usable cores)")
+    assert "--workers N" in line and "resources.workers" in line
 
 
 def test_workers_flag_means_cpu_even_with_gpus():
