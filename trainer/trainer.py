@@ -52,7 +52,13 @@ from trainer.modeling import (
     training_flos_per_token,
 )
 from trainer.neftune import activate_neftune
-from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
+from trainer.optim import (
+    create_optimizer,
+    create_scheduler,
+    current_learning_rate,
+    parameter_groups,
+    steps_with_scheduler,
+)
 from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
 from trainer.plan import TrainingPlan, build_plan
 from trainer.public_api import PublicMethodsMixin
@@ -84,19 +90,26 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         data_collator: Any = None,
         train_dataset: Dataset | None = None,
         eval_dataset: Dataset | dict[str, Dataset] | None = None,
+        # transformers' order from here on too, so that positional arguments land where they do there
+        processing_class: Any = None,
+        model_init: Any = None,
+        compute_loss_func: Any = None,
         compute_metrics: Any = None,
         callbacks: list[Any] | None = None,
         optimizers: tuple[Any, Any] = (None, None),
+        optimizer_cls_and_kwargs: tuple[type, dict[str, Any]] | None = None,
         preprocess_logits_for_metrics: Any = None,
-        model_init: Any = None,
-        compute_loss_func: Any = None,
-        processing_class: Any = None,
     ) -> None:
         self.args = args if args is not None else TrainingArguments()
         if model is None and model_init is None:
             raise TrainerConfigError(
                 "Trainer needs a model or a model_init (a function that returns the model)"
             )
+        if optimizer_cls_and_kwargs is not None and optimizers[0] is not None:
+            raise TrainerConfigError(
+                "pass either optimizers or optimizer_cls_and_kwargs, not both: the optimizer would be built twice"
+            )
+        self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
         if model_init is not None and optimizers != (None, None):
             raise TrainerConfigError(
                 "optimizers cannot be passed with model_init: each new model needs its own"
@@ -648,8 +661,13 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             )
 
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
-        """The optimizer over `model` (the placed/wrapped one during train(), else self.model)."""
-        return create_optimizer(self.args, model if model is not None else self.model)
+        """The optimizer over `model` (the placed/wrapped one during train(), else self.model): `args.optim`, or
+        the class and keyword arguments given as `optimizer_cls_and_kwargs`."""
+        target = model if model is not None else self.model
+        if self.optimizer_cls_and_kwargs is not None:
+            cls, kwargs = self.optimizer_cls_and_kwargs
+            return cls(parameter_groups(target, self.args.weight_decay), **kwargs)
+        return create_optimizer(self.args, target)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer) -> Any:
         return create_scheduler(self.args, optimizer, num_training_steps)

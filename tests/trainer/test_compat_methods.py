@@ -136,3 +136,17 @@ def test_a_checkpoint_of_a_transformers_model_loads_with_from_pretrained(tmp_pat
     loaded = transformers.BertForSequenceClassification.from_pretrained(str(tmp_path / "checkpoint-2"))
     for name, tensor in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], tensor), name
+
+
+def test_positional_arguments_follow_transformers_order_and_optimizer_cls_and_kwargs(tmp_path):
+    tokenizer = object()
+    trainer = Trainer(make_model(), quiet_args(tmp_path, max_steps=1), None, Regression(16), None, tokenizer)
+    assert trainer.processing_class is tokenizer
+    trainer = Trainer(
+        model=make_model(),
+        args=quiet_args(tmp_path, max_steps=1),
+        train_dataset=Regression(16),
+        optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.5, "momentum": 0.9}),
+    )
+    trainer.train()
+    assert isinstance(trainer.optimizer, torch.optim.SGD) and trainer.optimizer.defaults["momentum"] == 0.9
