@@ -143,6 +143,6 @@ class PublicMethodsMixin:
             self.model = self.model.to(dtype=dtype)
         # as in transformers, every later event's kwargs carry the last evaluation loader
         self.callback_handler.eval_dataloader = dataloader  # type: ignore[attr-defined]
-        output = run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only)  # type: ignore[arg-type]
+        output = run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only, ignore_keys)  # type: ignore[arg-type]
         count = len(dataloader.dataset) if has_length(dataloader.dataset) else None
         return EvalLoopOutput(output.predictions, output.label_ids, output.metrics, count)

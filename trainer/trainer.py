@@ -59,7 +59,7 @@ from trainer.optim import (
     parameter_groups,
     steps_with_scheduler,
 )
-from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
+from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of, without_keys
 from trainer.plan import TrainingPlan, build_plan
 from trainer.public_api import PublicMethodsMixin
 from trainer.reporting import MetricsReportingMixin
@@ -436,7 +436,9 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             return metrics
         self._place_model()
         loader = self.get_eval_dataloader(dataset)
-        output = self.evaluation_loop(loader, "Evaluation", metric_key_prefix=metric_key_prefix)
+        output = self.evaluation_loop(
+            loader, "Evaluation", ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
+        )
         metrics = output.metrics
         self.log(metrics)
         self.fire(Event.ON_EVALUATE, metrics=metrics, eval_dataloader=loader)
@@ -448,7 +450,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     ) -> PredictionOutput:
         self._place_model()
         loader = self.get_test_dataloader(test_dataset)
-        output = self.evaluation_loop(loader, "Prediction", False, metric_key_prefix=metric_key_prefix)
+        output = self.evaluation_loop(loader, "Prediction", False, ignore_keys, metric_key_prefix)
         self.fire(Event.ON_PREDICT, metrics=output.metrics, eval_dataloader=loader)
         return PredictionOutput(output.predictions, output.label_ids, output.metrics)
 
@@ -464,7 +466,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
                 loss = self.compute_loss_func(outputs, labels, num_items_in_batch=batch_size_of(inputs))
                 logits = loss_and_logits(outputs)[1] if not torch.is_tensor(outputs) else outputs
             else:
-                loss, logits = loss_and_logits(call_model(model, inputs))
+                loss, logits = loss_and_logits(without_keys(call_model(model, inputs), ignore_keys))
         return loss, (None if prediction_loss_only else logits), labels
 
     # ---- checkpoints ------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from trainer_tasks import Regression, make_model, quiet_args
@@ -150,3 +151,20 @@ def test_positional_arguments_follow_transformers_order_and_optimizer_cls_and_kw
     )
     trainer.train()
     assert isinstance(trainer.optimizer, torch.optim.SGD) and trainer.optimizer.defaults["momentum"] == 0.9
+
+
+def test_ignore_keys_leave_model_outputs_out_of_the_predictions(tmp_path):
+    class TwoHeads(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(6, 1)
+
+        def forward(self, x, labels=None):
+            out = self.net(x).squeeze(-1)
+            return {"first": out, "second": out * 2}
+
+    trainer = Trainer(model=TwoHeads(), args=quiet_args(tmp_path))
+    both = trainer.predict(Regression(4)).predictions
+    assert isinstance(both, tuple) and len(both) == 2
+    one = trainer.predict(Regression(4), ignore_keys=["second"]).predictions
+    np.testing.assert_array_equal(one, both[0])
