@@ -52,6 +52,8 @@ SCHEDULERS = (
     "constant_with_warmup",
     "inverse_sqrt",
     "reduce_on_plateau",
+    "cosine_with_min_lr",
+    "cosine_warmup_with_min_lr",
 )
 STRATEGIES = ("auto", "single", "ddp", "fsdp", "deepspeed")
 

@@ -168,3 +168,28 @@ def test_ignore_keys_leave_model_outputs_out_of_the_predictions(tmp_path):
     assert isinstance(both, tuple) and len(both) == 2
     one = trainer.predict(Regression(4), ignore_keys=["second"]).predictions
     np.testing.assert_array_equal(one, both[0])
+
+
+@pytest.mark.parametrize(
+    ("name", "function"),
+    [
+        ("cosine_with_min_lr", "get_cosine_with_min_lr_schedule_with_warmup"),
+        ("cosine_warmup_with_min_lr", "get_cosine_with_min_lr_schedule_with_warmup_lr_rate"),
+    ],
+)
+def test_min_lr_schedules_follow_transformers_step_by_step(tmp_path, name, function):
+    optimization = pytest.importorskip("transformers.optimization")
+    args = quiet_args(tmp_path, lr_scheduler_type=name, lr_scheduler_kwargs={"min_lr": 1e-3}, warmup_steps=3)
+    trainer = Trainer(model=make_model(), args=args)
+    trainer.create_optimizer_and_scheduler(num_training_steps=12)
+    reference = torch.optim.SGD(make_model().parameters(), lr=args.learning_rate)
+    theirs = getattr(optimization, function)(
+        reference, num_warmup_steps=3, num_training_steps=12, min_lr=1e-3
+    )
+    for _ in range(12):
+        assert trainer.get_learning_rates()[0] == pytest.approx(reference.param_groups[0]["lr"], abs=1e-12)
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
+        reference.step()
+        theirs.step()
+    assert min(group["lr"] for group in reference.param_groups) >= 1e-3 - 1e-12  # never below min_lr
