@@ -79,7 +79,9 @@ def run(
         raise Interrupted(f"stopped: nothing was saved: no trial had started; {_continue()}") from None
     except Interrupted as stop:
         raise Interrupted(f"{stop}; {_continue()}") from None
-    console.print(_run_line(summary, len(finished), n_trials or spec.study.n_trials))
+    # An attempt queued again (out of GPU memory beside others, a crash) is not a trial this run finished: its retry is.
+    ran = sum(1 for trial in finished if not trial.user_attrs.get("requeued"))
+    console.print(_run_line(summary, ran, n_trials or spec.study.n_trials))
     if not summary.best_trials:
         console.print("no trial completed")
         return

@@ -3,8 +3,9 @@
 Slots that share a GPU (`resources.trials_per_gpu` other than 1) are worker processes of their own; they agree through
 files, one folder per GPU under the study's output folder, and a lock file beside it:
 
-    <output_dir>/.hpo/gpus/<host>-gpu<index>/slot-<k>.json   a trial on the GPU: its number, the footprint expected of
-                                                            it (None: not known, nothing may join it), its pids
+    <output_dir>/.hpo/gpus/<host>-gpu<index>/slot-<k>-<pid>.json   a trial on the GPU: its number, the footprint
+                                                            expected of it (None: not known, nothing may join it),
+                                                            its pids, its parameters, whether it runs alone
     admit(params):  under the lock: read NVML's figures for the GPU, the records of the live slots, the peaks measured
                     so far in the study -> `packing.may_start_trial`; on "start" write this slot's record, so the next
                     slot to decide counts this trial at its full expected size even before it has allocated anything
@@ -112,7 +113,8 @@ class GpuGate:
         self.read_memory, self.threads, self.margin = read_memory, threads, margin
         # The slot's live-table record, where its trial says what its PyTorch holds.
         self.status_file = status_file
-        self.record_path = directory / f"slot-{slot}.json"
+        # Slot and pid: two `hpo worker` runs of one study on one machine both have a slot 0.
+        self.record_path = directory / f"slot-{slot}-{os.getpid()}.json"
         self.shared = False  # whether another trial was on the GPU when this slot's trial was admitted
 
     # ---- deciding ---------------------------------------------------------------------------------------------------
@@ -193,6 +195,8 @@ class GpuGate:
             worker = record.get("worker")
             if worker and process_alive(int(worker)):
                 records.append(record)
+            elif record.get("worker") is not None:
+                path.unlink(missing_ok=True)  # left by a worker that died (its trial died with it)
         return records
 
     # ---- files ------------------------------------------------------------------------------------------------------

@@ -131,8 +131,19 @@ def test_a_record_left_by_a_dead_worker_is_ignored(tmp_path):
     assert first.admit(study, 1, {}).start
     record = first.record_path.read_text().replace(f'"worker": {os.getpid()}', '"worker": 999999999')
     first.record_path.write_text(record)
-    assert second.others_running() == 0
+    assert second.others_running() == 0 and not first.record_path.exists()  # and the stale record is removed
     assert second.admit(study, 2, {}).reason.startswith("start: no trial on this GPU")
+
+
+def test_two_pools_on_one_machine_keep_their_slot_records_apart(tmp_path):
+    gpu = SimulatedGpu(total=80 * GiB)
+    study = study_with((16, GiB))
+    mine = GpuGate(tmp_path / "gpu0", 0, 0, "auto", gpu)
+    assert mine.admit(study, 1, {}).start
+    # Slot 0 of another `hpo worker` of the same study (another process) writes its own record beside it.
+    theirs = tmp_path / "gpu0" / "slot-0-1.json"
+    theirs.write_text(json.dumps({"trial": 2, "expected_peak": 2 * GiB, "pids": [], "worker": 1}))
+    assert mine.record_path.exists() and mine.others_running() == 1
 
 
 def test_unreadable_memory_means_one_trial_at_a_time(tmp_path):
