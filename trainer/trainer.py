@@ -273,7 +273,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         if len(window) == 1:
             batch = window[0]
             self._samples_since_log += batch_size_of(batch)
-            self._tokens_since_log += tokens_in(batch, self._count_non_padding)
+            self._tokens_since_log += tokens_in(batch, *self._token_counting)
             step_loss = self.training_step(model, batch)
         else:
             # Weight each micro-batch by its share of the window's samples: the mean over the window equals the
@@ -281,7 +281,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             sizes = [batch_size_of(batch) for batch in window]
             total = sum(sizes)
             self._samples_since_log += total
-            self._tokens_since_log += sum(tokens_in(batch, self._count_non_padding) for batch in window)
+            self._tokens_since_log += sum(tokens_in(batch, *self._token_counting) for batch in window)
             step_loss = 0.0
             for i, batch in enumerate(window):
                 last = i == len(window) - 1
@@ -727,7 +727,11 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         self._loss_sum, self._loss_steps = 0.0, 0
         self._grad_norm = None
         self._samples_since_log = self._tokens_since_log = self._samples_done = 0
-        self._count_non_padding = args.include_num_input_tokens_seen == "non_padding"
+        # (non_padding, pad_token_id): without an attention mask, padding is told by the tokenizer's pad token
+        self._token_counting = (
+            args.include_num_input_tokens_seen == "non_padding",
+            getattr(self.processing_class, "pad_token_id", None),
+        )
         self._flos_per_token = training_flos_per_token(self.strategy.unwrap(self.model))
         self._train_start = self._last_log_time = time.perf_counter()
         self._first_step = self._last_log_step = self.state.global_step
