@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from trainer.callbacks import TrainerCallback
 from trainer.errors import TrainerConfigError
 
 ADAPTER_CONFIG_FILE = "adapter_config.json"
@@ -43,6 +44,27 @@ def check_strategy(strategy_name: str, model: Any) -> None:
     raise TrainerConfigError(
         f"strategy '{strategy_name}' does not support adapter (peft) models yet; adapters train with strategy "
         "'single' or 'ddp' (an adapter is small: DDP replicas fit where FSDP or ZeRO would be needed for the full model)"
+    )
+
+
+class AdaLoraAllocation(TrainerCallback):
+    """AdaLoRA moves its rank budget between layers as it trains: peft asks the loop to call
+    `update_and_allocate(step)` after each optimizer step and before the gradients are zeroed (on_optimizer_step here).
+    The Trainer adds this callback itself when the model is an AdaLoRA PeftModel."""
+
+    def on_optimizer_step(
+        self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any
+    ) -> None:
+        module = getattr(model, "module", model)  # under DDP, the user's module
+        module.base_model.update_and_allocate(state.global_step)
+
+
+def needs_rank_allocation(model: Any) -> bool:
+    """Whether `model` is an AdaLoRA PeftModel (whose training loop must call update_and_allocate)."""
+    if not is_adapter_model(model):
+        return False
+    return any(
+        str(getattr(c.peft_type, "value", c.peft_type)) == "ADALORA" for c in model.peft_config.values()
     )
 
 

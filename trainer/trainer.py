@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainer import checkpoint as ckpt
+from trainer.adapters import AdaLoraAllocation, needs_rank_allocation
 from trainer.adapters import check_strategy as check_adapter_strategy
 from trainer.args import IntervalStrategy, SaveStrategy, TrainingArguments
 from trainer.callbacks import (
@@ -678,6 +679,10 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         user_optimizer, user_scheduler = self._user_optimizers
         model = prepare_model(self.strategy.unwrap(self.model), self.args)
         check_adapter_strategy(self.strategy.name, model)  # refuse FSDP/ZeRO with an adapter before any step
+        if needs_rank_allocation(model) and not any(
+            isinstance(c, AdaLoraAllocation) for c in self.callback_handler.callbacks
+        ):
+            self.add_callback(AdaLoraAllocation())  # AdaLoRA's budget moves after each optimizer step
 
         def build_optimizer(wrapped: torch.nn.Module) -> torch.optim.Optimizer:
             return user_optimizer if user_optimizer is not None else self.create_optimizer(wrapped)

@@ -58,6 +58,8 @@ def _run_spec(spec: StudySpec, out_dir: str | Path, trial: FrozenTrial, params: 
         training={**spec.training, **training},
         tracking=tracking,
         export=spec.export,
+        # an adapter study retrains the trial's adapter: the file's peft: section with the trial's sampled options
+        peft={**spec.peft, **spec.peft_params(dict(trial.params))} if spec.peft is not None else None,
     )
     run_spec._source = spec.source  # noqa: SLF001 - errors name the study file
     return run_spec

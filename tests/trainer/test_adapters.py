@@ -16,9 +16,17 @@ from lora_minilm import (
     data,
     lora_model,
     p_tuning_model,
+    peft_model,
     trainable_state,
 )
-from peft import PeftModel
+from peft import (
+    AdaLoraConfig,
+    IA3Config,
+    PeftModel,
+    PrefixTuningConfig,
+    PromptEncoderConfig,
+    PromptTuningConfig,
+)
 from peft.utils import load_peft_weights
 from trainer_tasks import quiet_args
 
@@ -129,3 +137,56 @@ def test_fsdp_with_an_adapter_is_refused_before_training(tmp_path):
         trainer.train()
     assert trainer.state.global_step == 0
     trainer.strategy.teardown()
+
+
+def test_adalora_moves_its_rank_budget_during_training(tmp_path):
+    config = AdaLoraConfig(
+        task_type="SEQ_CLS",
+        target_modules=["query", "value"],
+        init_r=6,
+        target_r=2,
+        total_step=6,
+        tinit=1,
+        tfinal=2,
+        deltaT=1,
+    )
+    trainer = lora_trainer(tmp_path, model=peft_model(config), max_steps=6)
+    trainer.train()
+    # peft records where the budget went once allocation is final: fewer ranks than the initial 6 per layer remain
+    pattern = trainer.model.peft_config["default"].rank_pattern
+    assert pattern, "update_and_allocate never ran"
+    kept = sum(sum(mask) for mask in pattern.values())
+    assert 0 < kept < 6 * len(pattern)
+    out = trainer.save_model(tmp_path / "adapter")
+    assert json.loads((out / "adapter_config.json").read_text())["rank_pattern"]
+
+
+OTHER_METHODS = {
+    "ia3": IA3Config(
+        task_type="SEQ_CLS",
+        target_modules=["key", "value", "output.dense"],
+        feedforward_modules=["output.dense"],
+    ),
+    "prefix_tuning": PrefixTuningConfig(task_type="SEQ_CLS", num_virtual_tokens=4),
+    "prompt_tuning": PromptTuningConfig(task_type="SEQ_CLS", num_virtual_tokens=4),
+    "p_tuning": PromptEncoderConfig(task_type="SEQ_CLS", num_virtual_tokens=4, encoder_hidden_size=32),
+}
+
+
+@pytest.mark.parametrize("method", sorted(OTHER_METHODS))
+def test_every_method_trains_into_an_adapter_sized_checkpoint_that_reloads(tmp_path, method):
+    trainer = lora_trainer(
+        tmp_path / "run",
+        model=peft_model(OTHER_METHODS[method]),
+        max_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+    )
+    trainer.train()
+    assert folder_bytes(tmp_path / "run" / "checkpoint-2") < 2_000_000
+    out = trainer.save_model(tmp_path / "adapter")
+    reloaded = PeftModel.from_pretrained(base_model(seed=5), str(out)).eval()
+    batch = collator(data()[1][:8])
+    trainer.model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(**batch).logits, trainer.model(**batch).logits, rtol=0, atol=1e-5)

@@ -120,6 +120,12 @@ def test_fsdp_with_an_adapter_is_refused_with_what_works(tmp_path, capsys):
     )
 
 
+def test_deepspeed_with_an_adapter_is_refused(tmp_path, capsys):
+    path = write(tmp_path, STUDY, training={"deepspeed": {"zero_optimization": {"stage": 3}}})
+    assert run_main("validate", str(path), "--no-dry-run") == 2
+    assert "training.deepspeed: deepspeed does not train adapters (peft:) yet" in capsys.readouterr().err
+
+
 def test_a_lora_study_runs_adapter_sized_trials(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = write(tmp_path, STUDY)

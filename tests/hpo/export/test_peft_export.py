@@ -18,6 +18,7 @@ import hpo
 from hpo.cli import main
 from hpo.spec import load_study_spec
 from hpo.study.manager import run_study
+from hpo.study.retrain import retrain_spec
 
 STUDY = {
     "study": {
@@ -148,3 +149,12 @@ def test_top_k_exports_named_adapters_over_one_base_and_switches(study_file, tmp
     model.set_adapter(first)
     torch.testing.assert_close(logits(model), alone[first], rtol=0, atol=1e-6)
     assert not torch.allclose(alone[first], alone[second])
+
+
+def test_retrain_keeps_the_trials_adapter(study_file, tmp_path):
+    spec = load_study_spec(study_file)
+    best = optuna.load_study(study_name="lora", storage=spec.storage).best_trial
+    run_spec, trial = retrain_spec(spec, tmp_path / "retrain")
+    assert trial.number == best.number
+    assert run_spec.peft == {"method": "lora", "lora_alpha": 16, **best.params}
+    assert "r" not in run_spec.model and "target_modules" not in run_spec.model
