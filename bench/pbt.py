@@ -21,6 +21,7 @@ PopulationBasedTraining is not compared: ray is not installed here (the `bench` 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import shutil
 import subprocess
@@ -44,6 +45,7 @@ class Result:
     curves: list[list[tuple[int, float]]]  # per trial (number order): (step, eval loss) at each evaluation
     wall_s: float
     members: bool = False
+    replayed: float | None = None  # PBT: the final eval loss of `hpo retrain --replay` of the winner
 
     def steps_to(self, target: float, steps: int, workers: int) -> float:
         """Trial-steps spent until an evaluation first reached `target` (lower is better); inf when none did. Members
@@ -147,7 +149,19 @@ def run(folder: Path, kind: str, args: argparse.Namespace) -> Result:
     )
     trials = sorted(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)), key=lambda t: t.number)
     curves = [sorted(evaluations(t)) for t in trials]
-    return Result(kind, min(t.values[0] for t in trials), curves, wall, members=kind == "pbt")
+    result = Result(kind, min(t.values[0] for t in trials), curves, wall, members=kind == "pbt")
+    if kind == "pbt":
+        result.replayed = replay(path, folder / "replay")
+    return result
+
+
+def replay(path: Path, out: Path) -> float:
+    """`hpo retrain --replay`: the winner's schedule trained from scratch in one run; its final eval loss."""
+    command = [sys.executable, "-m", "hpo.cli", "retrain", str(path), "--replay", "--out", str(out)]
+    finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if finished.returncode != 0:
+        raise SystemExit(f"replay failed ({finished.returncode}): {finished.stderr[-2000:]}")
+    return float(json.loads((out / "metrics.json").read_text())["final"]["eval_loss"])
 
 
 def evaluations(trial: optuna.trial.FrozenTrial) -> list[tuple[int, float]]:
@@ -186,7 +200,8 @@ def main() -> None:
     )
     print(f"target eval loss {target:.4f}")
     print(
-        f"{'contender':10} {'best loss':>10} {'vs random':>10} {'steps to target':>16} {'vs random':>10} {'wall s':>8}"
+        f"{'contender':10} {'final loss':>10} {'vs random':>10} {'steps to target':>16} {'speed-up':>9} "
+        f"{'wall s':>8} {'vs random':>10}"
     )
     for result in results.values():
         to_target = result.steps_to(target, args.steps, args.workers)
@@ -197,6 +212,17 @@ def main() -> None:
             f"{result.name:10} {result.best:10.4f} {result.best / base.best:10.3f} {to_target:16.0f} "
             f"{ratio:8.2f}x {result.wall_s:8.1f} {result.wall_s / base.wall_s:9.2f}x"
         )
+    strict = 0.8 * target
+    reached = {r.name: r.steps_to(strict, args.steps, args.workers) for r in results.values()}
+    shown = ", ".join(
+        f"{name} {steps:.0f}" if math.isfinite(steps) else f"{name} never" for name, steps in reached.items()
+    )
+    print(f"trial-steps to a stricter target, eval loss {strict:.4f} (0.8 x target): {shown}")
+    pbt = results["pbt"]
+    print(
+        f"replay of the PBT winner's schedule from scratch (hpo retrain --replay): final eval loss {pbt.replayed:.6f}"
+    )
+    print(f"the winner itself: {pbt.best:.6f} ({'identical' if pbt.replayed == pbt.best else 'differs'})")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,8 @@ SCHEDULERS = (
     "constant_with_warmup",
     "inverse_sqrt",
     "reduce_on_plateau",
+    "cosine_with_min_lr",
+    "cosine_warmup_with_min_lr",
 )
 STRATEGIES = ("auto", "single", "ddp", "fsdp", "deepspeed")
 
@@ -373,6 +375,13 @@ def _normalise_transformers_fields(args: TrainingArguments) -> None:
         args.eval_steps = args.logging_steps  # transformers: evaluate as often as it logs
     if args.do_eval is False and args.eval_strategy != IntervalStrategy.NO:
         args.do_eval = True
+    # transformers resolves these here, and ported callbacks read args.greater_is_better directly
+    if args.metric_for_best_model is None and (
+        args.load_best_model_at_end or args.lr_scheduler_type == "reduce_on_plateau"
+    ):
+        args.metric_for_best_model = "loss"
+    if args.greater_is_better is None and args.metric_for_best_model is not None:
+        args.greater_is_better = not args.metric_for_best_model.endswith("loss")
     local_rank = os.environ.get("LOCAL_RANK")
     if local_rank not in (None, ""):
         args.local_rank = int(

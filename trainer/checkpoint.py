@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from trainer.adapters import is_adapter_model
 from trainer.errors import CheckpointError
 from trainer.seed import rng_state, set_rng_state
 
@@ -175,12 +176,17 @@ def folder_bytes(path: str | Path) -> int:
 
 # ---- RNG state ---------------------------------------------------------------------------------------------------
 def save_pretrained_extras(model: Any, processing_class: Any, folder: Path) -> None:
-    """The model's config (and generation config) and the processing class, as save_pretrained writes them."""
-    config = getattr(model, "config", None)
+    """The model's config (and generation config) and the processing class, as save_pretrained writes them. An
+    adapter (peft) checkpoint holds the adapter's own files only, as peft writes it."""
+    config = None if is_adapter_model(model) else getattr(model, "config", None)
     if hasattr(config, "save_pretrained"):
         config.save_pretrained(str(folder))
     generation = getattr(model, "generation_config", None)
-    if hasattr(generation, "save_pretrained") and getattr(model, "can_generate", lambda: False)():
+    if (
+        config is not None
+        and hasattr(generation, "save_pretrained")
+        and getattr(model, "can_generate", lambda: False)()
+    ):
         generation.save_pretrained(str(folder))
     if hasattr(processing_class, "save_pretrained"):
         processing_class.save_pretrained(str(folder))

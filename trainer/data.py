@@ -197,12 +197,18 @@ def batch_size_of(batch: Any) -> int:
     return 1 if tensor is None or tensor.ndim == 0 else tensor.shape[0]
 
 
-def tokens_in(batch: Any, non_padding: bool = False) -> int:
-    """Input tokens of a batch (the size of `input_ids`; with `non_padding`, the ones its attention_mask keeps), 0
-    when the batch has none."""
+def tokens_in(batch: Any, non_padding: bool = False, pad_token_id: int | None = None) -> int:
+    """Input tokens of a batch (the size of `input_ids`), 0 when the batch has none. With `non_padding`, only the
+    tokens its attention_mask keeps, or without a mask the ones that are not `pad_token_id` (transformers' rule)."""
     if hasattr(batch, "get"):
         input_ids = batch.get("input_ids")
         if torch.is_tensor(input_ids):
-            mask = batch.get("attention_mask") if non_padding else None
-            return int(mask.sum()) if torch.is_tensor(mask) else input_ids.numel()
+            if not non_padding:
+                return input_ids.numel()
+            mask = batch.get("attention_mask")
+            if torch.is_tensor(mask):
+                return int(mask.sum())
+            if pad_token_id is not None:
+                return int((input_ids != pad_token_id).sum())
+            return input_ids.numel()
     return 0

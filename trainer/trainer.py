@@ -53,8 +53,14 @@ from trainer.modeling import (
     training_flos_per_token,
 )
 from trainer.neftune import activate_neftune
-from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
-from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
+from trainer.optim import (
+    create_optimizer,
+    create_scheduler,
+    current_learning_rate,
+    parameter_groups,
+    steps_with_scheduler,
+)
+from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of, without_keys
 from trainer.plan import TrainingPlan, build_plan
 from trainer.public_api import PublicMethodsMixin
 from trainer.reporting import MetricsReportingMixin
@@ -85,19 +91,26 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         data_collator: Any = None,
         train_dataset: Dataset | None = None,
         eval_dataset: Dataset | dict[str, Dataset] | None = None,
+        # transformers' order from here on too, so that positional arguments land where they do there
+        processing_class: Any = None,
+        model_init: Any = None,
+        compute_loss_func: Any = None,
         compute_metrics: Any = None,
         callbacks: list[Any] | None = None,
         optimizers: tuple[Any, Any] = (None, None),
+        optimizer_cls_and_kwargs: tuple[type, dict[str, Any]] | None = None,
         preprocess_logits_for_metrics: Any = None,
-        model_init: Any = None,
-        compute_loss_func: Any = None,
-        processing_class: Any = None,
     ) -> None:
         self.args = args if args is not None else TrainingArguments()
         if model is None and model_init is None:
             raise TrainerConfigError(
                 "Trainer needs a model or a model_init (a function that returns the model)"
             )
+        if optimizer_cls_and_kwargs is not None and optimizers[0] is not None:
+            raise TrainerConfigError(
+                "pass either optimizers or optimizer_cls_and_kwargs, not both: the optimizer would be built twice"
+            )
+        self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
         if model_init is not None and optimizers != (None, None):
             raise TrainerConfigError(
                 "optimizers cannot be passed with model_init: each new model needs its own"
@@ -261,7 +274,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         if len(window) == 1:
             batch = window[0]
             self._samples_since_log += batch_size_of(batch)
-            self._tokens_since_log += tokens_in(batch, self._count_non_padding)
+            self._tokens_since_log += tokens_in(batch, *self._token_counting)
             step_loss = self.training_step(model, batch)
         else:
             # Weight each micro-batch by its share of the window's samples: the mean over the window equals the
@@ -269,7 +282,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             sizes = [batch_size_of(batch) for batch in window]
             total = sum(sizes)
             self._samples_since_log += total
-            self._tokens_since_log += sum(tokens_in(batch, self._count_non_padding) for batch in window)
+            self._tokens_since_log += sum(tokens_in(batch, *self._token_counting) for batch in window)
             step_loss = 0.0
             for i, batch in enumerate(window):
                 last = i == len(window) - 1
@@ -424,7 +437,9 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             return metrics
         self._place_model()
         loader = self.get_eval_dataloader(dataset)
-        output = self.evaluation_loop(loader, "Evaluation", metric_key_prefix=metric_key_prefix)
+        output = self.evaluation_loop(
+            loader, "Evaluation", ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
+        )
         metrics = output.metrics
         self.log(metrics)
         self.fire(Event.ON_EVALUATE, metrics=metrics, eval_dataloader=loader)
@@ -436,7 +451,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     ) -> PredictionOutput:
         self._place_model()
         loader = self.get_test_dataloader(test_dataset)
-        output = self.evaluation_loop(loader, "Prediction", False, metric_key_prefix=metric_key_prefix)
+        output = self.evaluation_loop(loader, "Prediction", False, ignore_keys, metric_key_prefix)
         self.fire(Event.ON_PREDICT, metrics=output.metrics, eval_dataloader=loader)
         return PredictionOutput(output.predictions, output.label_ids, output.metrics)
 
@@ -452,7 +467,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
                 loss = self.compute_loss_func(outputs, labels, num_items_in_batch=batch_size_of(inputs))
                 logits = loss_and_logits(outputs)[1] if not torch.is_tensor(outputs) else outputs
             else:
-                loss, logits = loss_and_logits(call_model(model, inputs))
+                loss, logits = loss_and_logits(without_keys(call_model(model, inputs), ignore_keys))
         return loss, (None if prediction_loss_only else logits), labels
 
     # ---- checkpoints ------------------------------------------------------------------------------------------
@@ -649,8 +664,13 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             )
 
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
-        """The optimizer over `model` (the placed/wrapped one during train(), else self.model)."""
-        return create_optimizer(self.args, model if model is not None else self.model)
+        """The optimizer over `model` (the placed/wrapped one during train(), else self.model): `args.optim`, or
+        the class and keyword arguments given as `optimizer_cls_and_kwargs`."""
+        target = model if model is not None else self.model
+        if self.optimizer_cls_and_kwargs is not None:
+            cls, kwargs = self.optimizer_cls_and_kwargs
+            return cls(parameter_groups(target, self.args.weight_decay), **kwargs)
+        return create_optimizer(self.args, target)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer) -> Any:
         return create_scheduler(self.args, optimizer, num_training_steps)
@@ -712,7 +732,11 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         self._loss_sum, self._loss_steps = 0.0, 0
         self._grad_norm = None
         self._samples_since_log = self._tokens_since_log = self._samples_done = 0
-        self._count_non_padding = args.include_num_input_tokens_seen == "non_padding"
+        # (non_padding, pad_token_id): without an attention mask, padding is told by the tokenizer's pad token
+        self._token_counting = (
+            args.include_num_input_tokens_seen == "non_padding",
+            getattr(self.processing_class, "pad_token_id", None),
+        )
         self._flos_per_token = training_flos_per_token(self.strategy.unwrap(self.model))
         self._train_start = self._last_log_time = time.perf_counter()
         self._first_step = self._last_log_step = self.state.global_step

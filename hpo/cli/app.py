@@ -6,6 +6,7 @@ holds each command's one-line summary too, so `hpo --help` lists them without im
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import traceback
 from typing import NamedTuple
@@ -80,11 +81,18 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="hpo", standalone_mode=False)
     except click.exceptions.Exit as stop:
         sys.exit(stop.exit_code)
+    except click.UsageError as error:  # one line: the command, the problem, where to read more
+        command = error.ctx.command_path if error.ctx is not None else "hpo"
+        # click quotes option and argument names ('--gpus', 'STUDY_FILE'); the user's own values keep their quotes.
+        message = re.sub(r"'(--?[\w-]+|[A-Z_]+)'", r"\1", error.format_message()).rstrip(".")
+        message = message[0].lower() + message[1:] if message else message
+        click.echo(f"error: {command}: {message} (see {command} --help)", err=True)
+        sys.exit(error.exit_code)
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
+    except click.exceptions.Abort:  # Ctrl-C of a command that writes nothing or only at its end, atomically
+        click.echo("stopped: nothing was saved; run the command again to finish it", err=True)
         sys.exit(130)
     except Interrupted as error:  # a stop the user asked for: not an error; the message says what was saved
         click.echo(str(error), err=True)

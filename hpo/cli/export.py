@@ -12,22 +12,26 @@ from rich.console import Console
 from rich.table import Table
 
 from hpo.cli.app import summary
-from hpo.errors import ConfigError
+from hpo.cli.options import (
+    metric_option,
+    out_option,
+    repeat_command,
+    set_option,
+    storage_option,
+    trial_option,
+)
+from hpo.errors import ConfigError, Interrupted
 from hpo.export.write import ExportResult, export_run, export_study, export_top
-from hpo.spec import StudySpec, load_spec
+from hpo.spec import Spec, StudySpec, load_spec
 
 
 @click.command("export", short_help=summary("export"))
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
-@click.option(
-    "--trial", "trial_number", type=int, default=None, help="Export this trial instead of the best one."
-)
-@click.option(
-    "--metric", default=None, help="With several objectives: the one that picks from the Pareto front."
-)
-@click.option("--storage", metavar="URL", help="Optuna storage URL instead of the study file's.")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field of the file.")
+@out_option("Folder to write (an earlier export there is replaced as a whole).")
+@trial_option("Export")
+@metric_option
+@storage_option
+@set_option
 @click.option("--no-eval", is_flag=True, help="Skip reloading and evaluating the exported model.")
 @click.option(
     "--merge", is_flag=True, help="Adapter files: fold the adapter into the base weights (a plain model)."
@@ -41,7 +45,7 @@ from hpo.spec import StudySpec, load_spec
 )
 def export(
     spec_file: Path,
-    out_dir: str,
+    output_dir: str,
     trial_number: int | None,
     metric: str | None,
     storage: str | None,
@@ -50,7 +54,14 @@ def export(
     merge: bool,
     top_k: int | None,
 ) -> None:
-    """Export the best model of a study (or of an `hpo train` run) to OUT, reload it and evaluate it."""
+    """Export the best model and check it reloads.
+
+    Writes the best model of a study (or of an `hpo train` run) to the --out folder, reloads it from there and
+    evaluates it beside the metric recorded in training.
+
+    \b
+    Example:
+      hpo export studies/digits_mlp.yaml --out exports/digits"""
     if not spec_file.is_file():
         raise ConfigError(f"{spec_file}: no such file")
     spec = load_spec(spec_file, overrides=list(overrides), storage=storage)
@@ -58,11 +69,40 @@ def export(
         raise ConfigError(
             "--top: exports several trials' adapters; it cannot be combined with --trial or --merge"
         )
+    manifest = Path(output_dir) / "export.json"
+    before = manifest.stat().st_mtime_ns if manifest.is_file() else None
+    try:
+        result = _export(
+            spec, spec_file, output_dir, trial_number, metric, storage, top_k, merge, not no_eval
+        )
+    except KeyboardInterrupt:
+        written = manifest.is_file() and manifest.stat().st_mtime_ns != before
+        if written:  # the folder was swapped in; the reload check was cut short
+            saved = f"the export in {output_dir} is complete, only its reload check was cut short"
+        else:
+            earlier = f" (the earlier export in {output_dir} is unchanged)" if before is not None else ""
+            saved = f"nothing was written{earlier}"
+        raise Interrupted(f"stopped: {saved}; continue with: {repeat_command()}") from None
+    print_result(result)
+
+
+def _export(
+    spec: Spec,
+    spec_file: Path,
+    output_dir: str,
+    trial_number: int | None,
+    metric: str | None,
+    storage: str | None,
+    top_k: int | None,
+    merge: bool,
+    evaluate: bool,
+) -> ExportResult:
+    no_eval = not evaluate
     if isinstance(spec, StudySpec) and top_k is not None:
-        result = export_top(spec, out_dir, top_k, metric=metric, evaluate=not no_eval)
+        result = export_top(spec, output_dir, top_k, metric=metric, evaluate=not no_eval)
     elif isinstance(spec, StudySpec):
         result = export_study(
-            spec, out_dir, trial_number=trial_number, metric=metric, evaluate=not no_eval, merge=merge
+            spec, output_dir, trial_number=trial_number, metric=metric, evaluate=not no_eval, merge=merge
         )
     else:
         for flag, value in (
@@ -73,8 +113,8 @@ def export(
         ):
             if value is not None:
                 raise ConfigError(f"{flag}: {spec_file} is a run file; {flag} applies to study files only")
-        result = export_run(spec, out_dir, evaluate=not no_eval, merge=merge)
-    print_result(result)
+        result = export_run(spec, output_dir, evaluate=not no_eval, merge=merge)
+    return result
 
 
 def print_result(result: ExportResult) -> None:

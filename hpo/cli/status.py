@@ -32,7 +32,13 @@ STATE_STYLES = {
 @click.command("status", short_help=summary("status"))
 @study_arguments
 def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> None:
-    """Show every trial of the study in STUDY_FILE (read-only; works while `hpo run` is running)."""
+    """Show the trials of a study.
+
+    Every trial of the study in STUDY_FILE (read-only; works while `hpo run` is running).
+
+    \b
+    Example:
+      hpo status studies/digits_mlp.yaml"""
     spec = load_study(study_file, storage, overrides)
     study = load_existing_study(spec, storage)
     summary = summarize(spec, study, storage)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpo.cli.app import summary
-from hpo.cli.options import repeat_command
+from hpo.cli.options import out_option, overwrite_option, repeat_command, resume_option, set_option
 from hpo.errors import ConfigError, HpoError, Interrupted
 from hpo.spec import RunSpec, load_run_spec
 from hpo.trial.callbacks import on_interrupt
@@ -27,26 +27,12 @@ from trainer.launch import is_launched_externally, launch_ranks
 
 @click.command("train", short_help=summary("train"))
 @click.argument("run_file", type=click.Path(dir_okay=False))
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a value of the file (YAML value, dotted key), e.g. --set training.learning_rate=3e-4.",
-)
-@click.option(
-    "--resume",
-    is_flag=False,
-    flag_value="latest",
-    default=None,
-    metavar="[PATH]",
-    help="Resume from the newest complete checkpoint in the output folder, or from PATH.",
-)
-@click.option(
-    "--output-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Output folder (default: the file's output_dir, else runs/<name>).",
+@set_option
+@resume_option
+@out_option(
+    "Output folder (default: the file's output_dir, else runs/<name>).",
+    required=False,
+    aliases=("--output-dir",),
 )
 @click.option(
     "--nproc", type=int, default=1, show_default=True, help="Ranks to start on this node (torch elastic)."
@@ -65,11 +51,7 @@ from trainer.launch import is_launched_externally, launch_ranks
     "--master-addr", default="127.0.0.1", show_default=True, help="Address of the node-rank 0 machine."
 )
 @click.option("--master-port", type=int, default=None, help="Port on the master (free port on one node).")
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Start afresh in an output folder that holds an earlier run's checkpoints (deletes them).",
-)
+@overwrite_option
 def train(
     run_file: str,
     overrides: tuple[str, ...],
@@ -83,10 +65,18 @@ def train(
     master_port: int | None,
     overwrite: bool,
 ) -> None:
-    """Train one model from RUN_FILE (a run file: task, model, training, tracking).
+    """Train one model from a run file.
 
-    With --nproc N (and --nnodes for several machines) the command starts N ranks itself; started by torchrun,
-    `accelerate launch` or the deepspeed launcher it trains as the rank it was given."""
+    RUN_FILE holds the task, model, training and tracking sections. With --nproc N (and --nnodes for several
+    machines) the command starts N ranks itself; started by torchrun, `accelerate launch` or the deepspeed launcher
+    it trains as the rank it was given. Ctrl-C saves a checkpoint at the next step and stops (again: at once).
+
+    \b
+    Example:
+      hpo train studies/digits_mlp_run.yaml --set training.learning_rate=3e-4
+      hpo train studies/digits_mlp_run.yaml --resume    (continue after a stop)"""
+    if not Path(run_file).is_file():
+        raise ConfigError(f"{run_file}: no such run file")
     overrides = (*overrides, f"training.strategy={strategy}") if strategy else overrides
     spec = load_run_spec(run_file, overrides=list(overrides), output_dir=output_dir)
     if resume is None and node_rank == 0 and os.environ.get("RANK", "0") == "0":

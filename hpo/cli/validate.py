@@ -7,9 +7,12 @@ objective metrics exist.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from hpo.cli.app import summary
+from hpo.cli.options import dry_run_option, set_option, storage_option
 from hpo.errors import ConfigError
 from hpo.spec import Spec, StudySpec, load_spec
 from hpo.trial.dry_run import dry_run as run_dry_run
@@ -17,22 +20,19 @@ from hpo.trial.dry_run import dry_run as run_dry_run
 
 @click.command("validate", short_help=summary("validate"))
 @click.argument("spec_file", type=click.Path(dir_okay=False))
-@click.option("--storage", default=None, metavar="URL", help="Study storage URL (overrides study.storage).")
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a value of the file (YAML value, dotted key), e.g. --set study.n_trials=5.",
-)
-@click.option(
-    "--dry-run/--no-dry-run",
-    default=True,
-    show_default=True,
-    help="Evaluate the untrained model on a few samples to check the metrics exist.",
-)
+@storage_option
+@set_option
+@dry_run_option
 def validate(spec_file: str, storage: str | None, overrides: tuple[str, ...], dry_run: bool) -> None:
-    """Check SPEC_FILE (a run file or a study file) and report what it would do."""
+    """Check a run or study file without training.
+
+    Checks SPEC_FILE (a run file or a study file) and reports what it would do.
+
+    \b
+    Example:
+      hpo validate studies/digits_mlp.yaml --set study.n_trials=5"""
+    if not Path(spec_file).is_file():
+        raise ConfigError(f"{spec_file}: no such run or study file")
     spec = load_spec(spec_file, overrides=list(overrides), storage=storage)
     if storage is not None and not isinstance(spec, StudySpec):
         raise ConfigError(f"--storage: {spec_file} is a run file; --storage applies to study files")

@@ -114,6 +114,7 @@ def claim_pbt_work(study: optuna.Study, plan: PbtPlan, owner: dict[str, Any]) ->
     queued = ask_queued(study)
     if queued is not None:
         adopt(study, queued)
+        _own(queued, owner)
         return queued
     states, latest = population(study)
     for step in steps_to_decide(states, plan.scheduler.population):
@@ -136,8 +137,16 @@ def claim_pbt_work(study: optuna.Study, plan: PbtPlan, owner: dict[str, Any]) ->
     if len(states) < plan.scheduler.population:
         trial = ask_new(study)
         trial.set_user_attr(MEMBER, trial.number)
+        _own(trial, owner)
         return trial
     return None
+
+
+def _own(trial: optuna.Trial, owner: dict[str, Any]) -> None:
+    """Who runs the trial, written at once: another worker that finds nothing to claim waits while a trial with an
+    owner runs (a member it may have to continue after), instead of leaving."""
+    for key, value in owner.items():
+        trial.set_user_attr(key, value)
 
 
 def take_decisions(study: optuna.Study, latest: dict[int, FrozenTrial], decisions: list[Decision]) -> None:

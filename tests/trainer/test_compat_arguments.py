@@ -247,3 +247,12 @@ def test_the_default_collator_renames_label_and_drops_strings_as_transformers_do
     batch = next(iter(trainer.get_train_dataloader()))
     assert set(batch) == {"input_ids", "labels"} and batch["labels"].dtype == torch.long
     assert trainer.train().global_step == 2
+
+
+def test_best_model_fields_are_resolved_as_transformers_resolves_them(tmp_path):
+    accuracy = TrainingArguments(output_dir=str(tmp_path), metric_for_best_model="accuracy")
+    assert accuracy.greater_is_better is True  # ported callbacks read it directly
+    best = TrainingArguments(
+        output_dir=str(tmp_path), load_best_model_at_end=True, eval_strategy="epoch", save_strategy="epoch"
+    )
+    assert (best.metric_for_best_model, best.greater_is_better) == ("loss", False)

@@ -46,7 +46,9 @@ def weights(path):
 
 def test_members_exploit_in_lockstep_and_replay_reproduces_the_winner(tmp_path, capsys):
     path = pbt_study(tmp_path / "pbt")
-    run_study(path, workers=2, dry_run=False)  # 4 members on 2 slots: two wait, paused or not yet started
+    summary = run_study(
+        path, workers=2, dry_run=False
+    )  # 4 members on 2 slots: two wait, paused or not yet started
     found = trials(tmp_path / "pbt")
     assert len(found) == 4 and {t.state for t in found} == {TrialState.COMPLETE}
     by_member = latest_by_member(found)
@@ -71,6 +73,7 @@ def test_members_exploit_in_lockstep_and_replay_reproduces_the_winner(tmp_path, 
     best = max(found, key=lambda t: t.value)
     member = member_of(best, {t.number: t for t in found})
     steps = schedule(by_member, member)
+    assert summary.best_trial.params == steps[-1].params  # `hpo run` shows the values the winner ended with
     assert f"replaying the schedule of trial {best.number}" in out and "from step 0: learning_rate=" in out
     # Trained from scratch along the schedule, the replay lands exactly where the member did.
     replayed = json.loads((tmp_path / "replay" / "metrics.json").read_text())
@@ -94,7 +97,7 @@ def test_members_exploit_in_lockstep_and_replay_reproduces_the_winner(tmp_path, 
 
 def test_a_killed_run_continues_with_no_member_lost(tmp_path):
     folder = tmp_path / "killed"
-    pbt_study(folder, model={"delay": 0.05})
+    pbt_study(folder, model={"delay": 0.2})  # a member trains about a second per interval: killed mid-segment
     process = start_hpo(folder, "run", "--workers", "2")
     try:
         # Killed once some member has paused at an interval (its state is in the database only).

@@ -137,3 +137,8 @@ def test_members_train_max_resource_steps_scored_and_saved_at_every_interval(tmp
     assert (spec.training["eval_steps"], spec.training["save_steps"]) == (4, 4)
     assert spec.study.objective == "last"  # the member's value is its score at max_resource
     assert spec.study.scheduler.intervals() == [4, 8, 12, 16, 20, 24]
+
+
+def test_pbt_runs_in_worker_processes_only(tmp_path, capsys):
+    code, out = _cli(["run", str(_study(tmp_path, PBT)), "--in-process"], capsys)
+    assert code == 2 and "study.scheduler: pbt pauses trials and resumes them in worker processes" in out

@@ -1,0 +1,69 @@
+"""bench/peers.py's own code paths, without Ray: a real (tiny) Optuna-alone run measured as the benchmark measures it,
+the commands it gives each contender, and the table of ratios to hpo."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import peers  # noqa: E402
+
+
+def test_a_tiny_optuna_alone_run_is_measured_from_its_events(tmp_path: Path) -> None:
+    plan = peers.Plan(trials=2, epochs=2, repeats=1, target=0.5, contenders=["optuna"], root=tmp_path)
+    measure = peers.run_one("optuna", 0, "study", plan)
+    assert measure.exit_code == 0, measure.error
+    assert measure.trials == 2 and 0.5 < measure.best <= 1.0
+    assert measure.to_target_s is not None and 0 < measure.to_target_s < measure.wall_s
+    assert measure.peak_rss_mb > 100  # torch was loaded in the process tree it sampled
+    assert 0 < measure.peak_pss_mb <= measure.peak_rss_mb
+
+
+def test_the_hpo_command_is_the_shipped_study_with_only_the_folder_and_seed_set(tmp_path: Path) -> None:
+    command = peers.command_for("hpo", tmp_path / "out", 30, 20, seed=2)
+    assert command[-6:] == [
+        "run",
+        str(peers.STUDY_FILE),
+        "--set",
+        f"study.output_dir={tmp_path / 'out'}",
+        "--set",
+        "study.sampler.seed=2",
+    ]
+    quick = peers.command_for("hpo", tmp_path / "out", 6, 3, seed=0)
+    assert "--n-trials" in quick and "study.pruner.max_resource=135" in quick
+
+
+def test_summary_counts_early_stops_and_the_first_time_the_target_was_reached() -> None:
+    events = [
+        {"trial": "a", "time": 10.0, "epoch": 1, "accuracy": 0.90},
+        {"trial": "a", "time": 12.0, "epoch": 2, "accuracy": 0.975},
+        {"trial": "b", "time": 11.0, "epoch": 1, "accuracy": 0.80},  # stopped after its first epoch
+        {"trial": "c", "time": 14.0, "epoch": 2, "accuracy": 0.98},
+    ]
+    trials, best, stopped, to_target = peers.summarize(events, started=5.0, epochs=2, target=0.97)
+    assert (trials, best, stopped, to_target) == (3, 0.98, 1, 7.0)
+
+
+def test_the_table_gives_each_peer_as_a_ratio_to_hpo() -> None:
+    plan = peers.Plan(contenders=["hpo", "optuna"], repeats=1)
+    common = {"repeat": 0, "trials": 30, "stopped_early": 20, "peak_rss_mb": 1000.0, "peak_pss_mb": 500.0}
+    measures = [
+        peers.Measure("hpo", kind="study", wall_s=40.0, best=0.98, to_target_s=10.0, **common),
+        peers.Measure("optuna", kind="study", wall_s=44.0, best=0.98, to_target_s=20.0, **common),
+        peers.Measure("hpo", kind="startup", wall_s=4.0, best=0.8, to_target_s=None, **common),
+        peers.Measure("optuna", kind="startup", wall_s=2.0, best=0.8, to_target_s=None, **common),
+    ]
+    text = peers.table(measures, plan)
+    optuna_row = next(line for line in text.splitlines() if line.startswith("| optuna"))
+    assert "44.0 (1.10x)" in optuna_row and "20.0 (2.00x)" in optuna_row and "2.0 (0.50x)" in optuna_row
+
+
+def test_an_unknown_contender_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        peers.main(["--contenders", "hpo,katib"])
+    assert raised.value.code == 2
+    assert "--contenders: unknown katib" in capsys.readouterr().err
