@@ -11,7 +11,7 @@ once from the study's search space with a fixed seed and enqueued in the same or
   when promoted the moment it arrives); `asha_always_pause` (not run by default) pauses and resumes every promotion;
 - successive_halving / hyperband: Optuna's pruners (min_resource 45 steps = 1 epoch, reduction factor 3), which stop
   trials instead.
-Figures per contender: the time from the first trial's start until the best-so-far evaluation accuracy (any
+Figures per contender: the time from the start of the run until the best-so-far evaluation accuracy (any
 evaluation of any trial, timestamped by the experiment store) reaches `--target`; the best at the end; the trial-steps spent (the sum of each
 trial's last global step: a resumed trial's steps count once); wall time. Then the ratios of ASHA to each, and ASHA's
 measured cost per promotion (pause: save + exit; resume: restart + restore up to the first step).
@@ -148,7 +148,9 @@ def measure(name: str, path: Path, workers: int, target: float) -> Result:
     wall = time.time() - started
     spec = load_study_spec(path)
     trials = load_existing_study(spec).get_trials(deepcopy=False)
-    first = min(t.datetime_start.timestamp() for t in trials if t.datetime_start)
+    # From the moment `hpo run` was called (worker start included), like Ray's from ray.init: a resumed trial's Optuna
+    # start time is its resume, so the trials' own start times would not say when the study began.
+    first = started
     # Every evaluation counts (a trial stopped or paused later still showed its value); the reported values (pauses,
     # ends) are the fallback when the store has none.
     events = sorted(evaluations(spec) or [e for t in trials for e in reported(t)])
