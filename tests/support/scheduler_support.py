@@ -70,11 +70,11 @@ def start_hpo(folder: Path, *args: str) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
-        preexec_fn=_ctrl_c_as_in_a_terminal,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
 
 
-def _ctrl_c_as_in_a_terminal() -> None:
+def ctrl_c_as_in_a_terminal() -> None:
     """A shell starting a background job without job control (`pytest ... &` in a script, nohup) sets SIGINT to
     ignored, and Python keeps an ignored SIGINT ignored: the Ctrl-C tests would then see a run that never stops.
     `hpo` is started as from a terminal instead."""

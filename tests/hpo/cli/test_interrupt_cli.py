@@ -14,7 +14,14 @@ from pathlib import Path
 import psutil
 import pytest
 from optuna.trial import TrialState
-from scheduler_support import kill_quietly, running_trial_with_checkpoint, slow_study, trials, wait_for
+from scheduler_support import (
+    ctrl_c_as_in_a_terminal,
+    kill_quietly,
+    running_trial_with_checkpoint,
+    slow_study,
+    trials,
+    wait_for,
+)
 
 
 def _start(folder: Path, temp: Path, *args: str, command: str = "run") -> subprocess.Popen:
@@ -27,6 +34,7 @@ def _start(folder: Path, temp: Path, *args: str, command: str = "run") -> subpro
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from scheduler_support import kill_quietly, wait_for
+from scheduler_support import ctrl_c_as_in_a_terminal, kill_quietly, wait_for
 from study_task import write_study
 
 
@@ -43,6 +43,7 @@ def _start(folder: Path, temp: Path, *args: str) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(temp)},
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
 
 
