@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from dashboards.importance import ImportanceCache, compute_importance
 from dashboards.jsonenc import EncodedList, encode_item
 from dashboards.optuna_source import OptunaSource
+from dashboards.population import population
 from dashboards.serialize import param_specs, study_summary, trial_to_json
 from dashboards.store_reader import StoreReader
 from hpo.storage.urls import redact
@@ -119,6 +120,9 @@ class DashboardApi:
             "from": first,
             "trials": EncodedList(self._trial_text(study.study_name, trial) for trial in chosen),
             "export": {str(number): self.export_command(number, name_trial) for number in best_numbers},
+            "population": population(
+                study, trials
+            ),  # PBT studies only: members over time, the winning schedule
         }
 
     def _summary(self, study, trials: list[FrozenTrial]) -> dict[str, Any]:

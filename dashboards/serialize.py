@@ -18,6 +18,9 @@ from optuna.trial import FrozenTrial, TrialState
 # The user attributes the study page uses (table columns, timeline lanes); the trial page fetches all of them. Keeping
 # the others (final_metrics, tracebacks, paths) out makes a 10,000-trial study's answer several MB lighter.
 STUDY_PAGE_USER_ATTRS = ("slot", "host", "devices", "error", "pruned_step")
+# What hpo.storage.pause writes on trials of a study with a pausing scheduler (ASHA): read here by name, since the
+# dashboards import nothing of hpo's storage layer.
+PAUSED_ATTR, BOUNDARIES_ATTR = "hpo:paused", "hpo:boundaries"
 # Plots need no more digits than this; the trial page has the exact values.
 PLOT_DIGITS = 6
 
@@ -54,7 +57,10 @@ def trial_to_json(trial: FrozenTrial, *, full: bool = False) -> dict[str, Any]:
         user_attrs = {k: v for k, v in trial.user_attrs.items() if k in STUDY_PAGE_USER_ATTRS}
         intermediate = [[step, rounded(value)] for step, value in sorted(trial.intermediate_values.items())]
     start, end = timestamp(trial.datetime_start), timestamp(trial.datetime_complete)
+    rungs = rung_path(trial)
+    extra = {"rungs": rungs, "paused": is_paused(trial)} if rungs else {}
     return {
+        **extra,
         "number": trial.number,
         "state": trial.state.name,
         "values": plain(trial.values),
@@ -65,6 +71,43 @@ def trial_to_json(trial: FrozenTrial, *, full: bool = False) -> dict[str, Any]:
         "duration": (end - start) if start is not None and end is not None else None,
         "user_attrs": plain(user_attrs),
     }
+
+
+def is_paused(trial: FrozenTrial) -> bool:
+    return trial.state == TrialState.WAITING and bool(trial.system_attrs.get(PAUSED_ATTR))
+
+
+def rung_path(trial: FrozenTrial) -> list[list[Any]]:
+    """[[pause point, value], ...]: the rungs a trial reached under ASHA, in order (empty without a scheduler)."""
+    points = trial.system_attrs.get(BOUNDARIES_ATTR) or {}
+    return [
+        [int(point), plain(value)] for point, value in sorted(points.items(), key=lambda item: int(item[0]))
+    ]
+
+
+def rung_summary(trials: list[FrozenTrial]) -> list[dict[str, Any]]:
+    """Per rung (pause point): trials that reached it, wait paused there, and went on from it."""
+    paths = {t.number: [point for point, _ in rung_path(t)] for t in trials}
+    points = sorted({point for path in paths.values() for point in path})
+    rows = []
+    for point in points:
+        reached = [t for t in trials if point in paths[t.number]]
+        stopped = [
+            t
+            for t in reached
+            if paths[t.number][-1] == point
+            and (is_paused(t) or t.state in (TrialState.PRUNED, TrialState.FAIL))
+        ]
+        paused = sum(1 for t in stopped if is_paused(t))
+        rows.append(
+            {
+                "point": point,
+                "reached": len(reached),
+                "paused": paused,
+                "promoted": len(reached) - len(stopped),
+            }
+        )
+    return rows
 
 
 def distribution_to_json(name: str, distribution: optuna.distributions.BaseDistribution) -> dict[str, Any]:
@@ -153,6 +196,7 @@ def study_summary(
         "states": state_counts(trials),
         "best": best_of(study, trials),
         "running": running_trials(trials),
+        "rungs": rung_summary(trials),
         "first_start": timestamp(min(starts)) if starts else None,
         "last_activity": timestamp(max(starts + ends)) if starts or ends else None,
     }

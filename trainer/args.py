@@ -52,6 +52,8 @@ SCHEDULERS = (
     "constant_with_warmup",
     "inverse_sqrt",
     "reduce_on_plateau",
+    "cosine_with_min_lr",
+    "cosine_warmup_with_min_lr",
 )
 STRATEGIES = ("auto", "single", "ddp", "fsdp", "deepspeed")
 
@@ -317,7 +319,7 @@ def _type_ok(value: Any, allowed: tuple[type, ...]) -> bool:
 
 
 def _check_types(args: TrainingArguments) -> None:
-    hints = typing.get_type_hints(TrainingArguments)
+    hints = typing.get_type_hints(type(args))  # a subclass (extra fields) is checked too
     for f in dataclasses.fields(args):
         value = getattr(args, f.name)
         allowed = _allowed_types(hints[f.name])
@@ -341,7 +343,12 @@ def _choice(name: str, value: Any, enum_or_choices: Any) -> Any:
     return enum_or_choices(_plain(value)) if isinstance(enum_or_choices, type) else value
 
 
+# transformers' names for our schedules
+SCHEDULER_ALIASES = {"reduce_lr_on_plateau": "reduce_on_plateau"}
+
+
 def _normalise(args: TrainingArguments) -> None:
+    args.lr_scheduler_type = SCHEDULER_ALIASES.get(args.lr_scheduler_type, args.lr_scheduler_type)
     args.logging_strategy = _choice("logging_strategy", args.logging_strategy, IntervalStrategy)
     args.eval_strategy = _choice("eval_strategy", args.eval_strategy, IntervalStrategy)
     args.save_strategy = _choice("save_strategy", args.save_strategy, SaveStrategy)
@@ -368,6 +375,13 @@ def _normalise_transformers_fields(args: TrainingArguments) -> None:
         args.eval_steps = args.logging_steps  # transformers: evaluate as often as it logs
     if args.do_eval is False and args.eval_strategy != IntervalStrategy.NO:
         args.do_eval = True
+    # transformers resolves these here, and ported callbacks read args.greater_is_better directly
+    if args.metric_for_best_model is None and (
+        args.load_best_model_at_end or args.lr_scheduler_type == "reduce_on_plateau"
+    ):
+        args.metric_for_best_model = "loss"
+    if args.greater_is_better is None and args.metric_for_best_model is not None:
+        args.greater_is_better = not args.metric_for_best_model.endswith("loss")
     local_rank = os.environ.get("LOCAL_RANK")
     if local_rank not in (None, ""):
         args.local_rank = int(

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from trainer.adapters import is_adapter_model
 from trainer.errors import CheckpointError
 from trainer.seed import rng_state, set_rng_state
 
@@ -134,6 +135,22 @@ def _replace(source: Path, target: Path) -> None:
         os.replace(source, target)
 
 
+def copy_checkpoint(source: str | Path, output_dir: str | Path) -> Path:
+    """Copy a complete checkpoint into `output_dir` under the same step (PBT's exploit), atomically as a save is: a
+    crash during the copy leaves only a temporary folder. An existing checkpoint of that step is replaced."""
+    source = Path(source)
+    if not is_complete(source):
+        raise CheckpointError(f"{source} is not a complete checkpoint: it has no {STATE_FILE}")
+    step = int(_NAME.match(source.name).group(1))
+    final, temporary = checkpoint_dir(output_dir, step), _temporary_dir(output_dir, step)
+    shutil.rmtree(temporary, ignore_errors=True)
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, temporary)
+    _fsync_tree(temporary)
+    _replace(temporary, final)
+    return final
+
+
 def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | Path | None) -> list[Path]:
     """Delete the oldest checkpoints beyond `limit`, never the best nor the newest. Returns what was deleted."""
     if limit is None:
@@ -152,7 +169,29 @@ def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | Pa
     return deleted
 
 
+def folder_bytes(path: str | Path) -> int:
+    """The bytes of every file under a checkpoint (or any) folder: what it costs on disk."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
 # ---- RNG state ---------------------------------------------------------------------------------------------------
+def save_pretrained_extras(model: Any, processing_class: Any, folder: Path) -> None:
+    """The model's config (and generation config) and the processing class, as save_pretrained writes them. An
+    adapter (peft) checkpoint holds the adapter's own files only, as peft writes it."""
+    config = None if is_adapter_model(model) else getattr(model, "config", None)
+    if hasattr(config, "save_pretrained"):
+        config.save_pretrained(str(folder))
+    generation = getattr(model, "generation_config", None)
+    if (
+        config is not None
+        and hasattr(generation, "save_pretrained")
+        and getattr(model, "can_generate", lambda: False)()
+    ):
+        generation.save_pretrained(str(folder))
+    if hasattr(processing_class, "save_pretrained"):
+        processing_class.save_pretrained(str(folder))
+
+
 def rng_file(rank: int) -> str:
     return "rng_state.pth" if rank == 0 else f"rng_state_{rank}.pth"
 

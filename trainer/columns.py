@@ -12,8 +12,8 @@ import logging
 from typing import Any
 
 import torch
-from torch.utils.data import default_collate
 
+from trainer.data import default_data_collator
 from trainer.errors import TrainerConfigError
 
 logger = logging.getLogger(__name__)
@@ -62,4 +62,4 @@ def drop_unused_columns(
             )
             dataset = dataset.remove_columns(ignored)
         return dataset, collator
-    return dataset, RemoveColumnsCollator(collator or default_collate, keep)
+    return dataset, RemoveColumnsCollator(collator or default_data_collator, keep)

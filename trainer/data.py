@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -98,11 +98,22 @@ def eval_dataloader(
     return DataLoader(dataset, batch_size=args.per_device_eval_batch_size, sampler=sampler, **common)
 
 
+def default_data_collator(features: list[Any]) -> Any:
+    """torch's default_collate, with transformers' default_data_collator conventions for dict samples: a `label` or
+    `label_ids` entry becomes `labels` (the name models take), and str or None entries are left out."""
+    if features and isinstance(features[0], Mapping):
+        first = features[0]
+        rename = {"label": "labels", "label_ids": "labels"} if "labels" not in first else {}
+        keep = [k for k, v in first.items() if v is not None and not isinstance(v, str)]
+        features = [{rename.get(k, k): f[k] for k in keep} for f in features]
+    return default_collate(features)
+
+
 def _loader_options(args: TrainingArguments, collator: Any) -> dict[str, Any]:
     # A loader with its own generator leaves the global torch RNG (dropout's) untouched when an epoch starts,
     # which exact resume relies on.
     options = {
-        "collate_fn": collator or default_collate,
+        "collate_fn": collator or default_data_collator,
         "num_workers": args.dataloader_num_workers,
         "pin_memory": args.dataloader_pin_memory and torch.cuda.is_available(),
         "generator": torch.Generator().manual_seed(args.sampler_seed),
@@ -186,12 +197,18 @@ def batch_size_of(batch: Any) -> int:
     return 1 if tensor is None or tensor.ndim == 0 else tensor.shape[0]
 
 
-def tokens_in(batch: Any, non_padding: bool = False) -> int:
-    """Input tokens of a batch (the size of `input_ids`; with `non_padding`, the ones its attention_mask keeps), 0
-    when the batch has none."""
+def tokens_in(batch: Any, non_padding: bool = False, pad_token_id: int | None = None) -> int:
+    """Input tokens of a batch (the size of `input_ids`), 0 when the batch has none. With `non_padding`, only the
+    tokens its attention_mask keeps, or without a mask the ones that are not `pad_token_id` (transformers' rule)."""
     if hasattr(batch, "get"):
         input_ids = batch.get("input_ids")
         if torch.is_tensor(input_ids):
-            mask = batch.get("attention_mask") if non_padding else None
-            return int(mask.sum()) if torch.is_tensor(mask) else input_ids.numel()
+            if not non_padding:
+                return input_ids.numel()
+            mask = batch.get("attention_mask")
+            if torch.is_tensor(mask):
+                return int(mask.sum())
+            if pad_token_id is not None:
+                return int((input_ids != pad_token_id).sum())
+            return input_ids.numel()
     return 0

@@ -78,7 +78,11 @@ def _main_input(trainer: Trainer, batch: Any) -> torch.Tensor | None:
 
 
 def evaluation_loop(
-    trainer: Trainer, loader: DataLoader, metric_key_prefix: str, prediction_loss_only: bool
+    trainer: Trainer,
+    loader: DataLoader,
+    metric_key_prefix: str,
+    prediction_loss_only: bool,
+    ignore_keys: list[str] | None = None,
 ) -> PredictionOutput:
     """Run the model over `loader` without gradients and compute `<prefix>_loss`, metrics and speed."""
     model = trainer.model
@@ -96,7 +100,7 @@ def evaluation_loop(
     steps = 0
     for batch in loader:
         batch = trainer.strategy.move_batch(batch)
-        loss, logits, label_ids = trainer.prediction_step(model, batch, prediction_loss_only)
+        loss, logits, label_ids = trainer.prediction_step(model, batch, prediction_loss_only, ignore_keys)
         if loss is not None:
             per_sample = loss.detach().float().reshape(1).repeat(batch_size_of(batch))
             losses.append(_gather_cpu(trainer, per_sample))

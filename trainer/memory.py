@@ -159,7 +159,7 @@ class MemoryTracker:
 
     def stop(self, stage: str, metrics: dict[str, Any] | None = None) -> RunPeaks | None:
         """End `stage` if it is the one being measured: add its figures to `metrics` (and, for train, the run's
-        peaks, whatever `skip_memory_metrics` says). Returns the absolute peaks of the phase, None for a nested call."""
+        absolute peaks) unless `skip_memory_metrics`. Returns the absolute peaks of the phase, None for a nested call."""
         if self.stage != stage or self._begin is None:
             return None
         peaks = self._peaks()
@@ -168,7 +168,9 @@ class MemoryTracker:
             self._record_deltas(stage)
         self.abandon()
         if metrics is not None:
-            if stage == "train":
+            if stage == "train" and not self.skip:
+                # As transformers: no memory figures in the metrics unless asked for (they differ between a run and
+                # its resumed copy, and ported code compares those); `state.peak_memory` holds them either way.
                 metrics.update(peaks.as_metrics())
             self._report(stage, metrics)
         return peaks

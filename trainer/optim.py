@@ -50,59 +50,121 @@ def create_optimizer(args: TrainingArguments, model: torch.nn.Module) -> torch.o
 
 
 # ---- learning-rate schedules (multipliers of the initial learning rate) -----------------------------------------
-def _warmup(step: int, warmup: int) -> float:
-    return step / max(1, warmup)
+def _warmup(step: int, num_warmup_steps: int) -> float:
+    return step / max(1, num_warmup_steps)
 
 
-def _linear(step: int, *, warmup: int, total: int) -> float:
-    if step < warmup:
-        return _warmup(step, warmup)
-    return max(0.0, (total - step) / max(1, total - warmup))
+def _linear(step: int, *, num_warmup_steps: int, num_training_steps: int) -> float:
+    if step < num_warmup_steps:
+        return _warmup(step, num_warmup_steps)
+    return max(0.0, (num_training_steps - step) / max(1, num_training_steps - num_warmup_steps))
 
 
-def _cosine(step: int, *, warmup: int, total: int, num_cycles: float = 0.5) -> float:
-    if step < warmup:
-        return _warmup(step, warmup)
-    progress = (step - warmup) / max(1, total - warmup)
+def _cosine(step: int, *, num_warmup_steps: int, num_training_steps: int, num_cycles: float = 0.5) -> float:
+    if step < num_warmup_steps:
+        return _warmup(step, num_warmup_steps)
+    progress = (step - num_warmup_steps) / max(1, num_training_steps - num_warmup_steps)
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * num_cycles * 2.0 * progress)))
 
 
-def _cosine_with_restarts(step: int, *, warmup: int, total: int, num_cycles: int = 1) -> float:
-    if step < warmup:
-        return _warmup(step, warmup)
-    progress = (step - warmup) / max(1, total - warmup)
+def _cosine_with_restarts(
+    step: int, *, num_warmup_steps: int, num_training_steps: int, num_cycles: int = 1
+) -> float:
+    if step < num_warmup_steps:
+        return _warmup(step, num_warmup_steps)
+    progress = (step - num_warmup_steps) / max(1, num_training_steps - num_warmup_steps)
     if progress >= 1.0:
         return 0.0
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * ((num_cycles * progress) % 1.0))))
 
 
 def _polynomial(
-    step: int, *, warmup: int, total: int, lr_init: float, lr_end: float = 1e-7, power: float = 1.0
+    step: int,
+    *,
+    num_warmup_steps: int,
+    num_training_steps: int,
+    lr_init: float,
+    lr_end: float = 1e-7,
+    power: float = 1.0,
 ) -> float:
-    if step < warmup:
-        return _warmup(step, warmup)
-    if step > total:
+    if step < num_warmup_steps:
+        return _warmup(step, num_warmup_steps)
+    if step > num_training_steps:
         return lr_end / lr_init
-    remaining = 1 - (step - warmup) / max(1, total - warmup)
+    remaining = 1 - (step - num_warmup_steps) / max(1, num_training_steps - num_warmup_steps)
     return ((lr_init - lr_end) * remaining**power + lr_end) / lr_init
 
 
-def _constant(step: int, *, warmup: int, total: int) -> float:
+def _constant(step: int, *, num_warmup_steps: int, num_training_steps: int) -> float:
     return 1.0
 
 
-def _constant_with_warmup(step: int, *, warmup: int, total: int) -> float:
-    return _warmup(step, warmup) if step < warmup else 1.0
+def _constant_with_warmup(step: int, *, num_warmup_steps: int, num_training_steps: int) -> float:
+    return _warmup(step, num_warmup_steps) if step < num_warmup_steps else 1.0
 
 
-def _inverse_sqrt(step: int, *, warmup: int, total: int, timescale: int | None = None) -> float:
-    timescale = timescale or warmup or 10_000
-    if step < warmup:
-        return _warmup(step, warmup)
-    return 1.0 / math.sqrt((step + timescale - warmup) / timescale)
+def _inverse_sqrt(
+    step: int, *, num_warmup_steps: int, num_training_steps: int, timescale: int | None = None
+) -> float:
+    timescale = timescale or num_warmup_steps or 10_000
+    if step < num_warmup_steps:
+        return _warmup(step, num_warmup_steps)
+    return 1.0 / math.sqrt((step + timescale - num_warmup_steps) / timescale)
+
+
+def _min_lr_rate(lr_init: float, min_lr: float | None, min_lr_rate: float | None) -> float:
+    if min_lr is not None and min_lr_rate is not None:
+        raise TypeError("set min_lr or min_lr_rate in lr_scheduler_kwargs, not both")
+    if min_lr is None and min_lr_rate is None:
+        raise TypeError("this schedule needs min_lr or min_lr_rate in lr_scheduler_kwargs")
+    return min_lr / lr_init if min_lr is not None else float(min_lr_rate)
+
+
+def _cosine_with_min_lr(
+    step: int,
+    *,
+    num_warmup_steps: int,
+    num_training_steps: int,
+    lr_init: float,
+    num_cycles: float = 0.5,
+    min_lr: float | None = None,
+    min_lr_rate: float | None = None,
+) -> float:
+    """Cosine from the learning rate down to min_lr (or min_lr_rate x it), transformers' formula."""
+    rate = _min_lr_rate(lr_init, min_lr, min_lr_rate)
+    if step < num_warmup_steps:
+        return _warmup(step, num_warmup_steps)
+    progress = (step - num_warmup_steps) / max(1, num_training_steps - num_warmup_steps)
+    factor = 0.5 * (1.0 + math.cos(math.pi * float(num_cycles) * 2.0 * progress))
+    return max(0, factor * (1 - rate) + rate)
+
+
+def _cosine_warmup_with_min_lr(
+    step: int,
+    *,
+    num_warmup_steps: int,
+    num_training_steps: int,
+    lr_init: float,
+    num_cycles: float = 0.5,
+    min_lr: float | None = None,
+    min_lr_rate: float | None = None,
+    warmup_lr_rate: float | None = None,
+) -> float:
+    """transformers' cosine_warmup_with_min_lr: the warmup's first step is already above 0, the cosine ends on
+    min_lr at the last step."""
+    rate = _min_lr_rate(lr_init, min_lr, min_lr_rate)
+    if step < num_warmup_steps:
+        if warmup_lr_rate is None:
+            return (step + 1.0) / max(1.0, float(num_warmup_steps))
+        return warmup_lr_rate + (1.0 - warmup_lr_rate) * step / max(1, num_warmup_steps - 1)
+    progress = (step - num_warmup_steps + 1.0) / max(1.0, float(num_training_steps - num_warmup_steps))
+    factor = 0.5 * (1.0 + math.cos(math.pi * num_cycles * 2.0 * progress))
+    return max(0, factor * (1 - rate) + rate)
 
 
 SCHEDULES = {
+    "cosine_with_min_lr": _cosine_with_min_lr,
+    "cosine_warmup_with_min_lr": _cosine_warmup_with_min_lr,
     "linear": _linear,
     "cosine": _cosine,
     "cosine_with_restarts": _cosine_with_restarts,
@@ -123,10 +185,13 @@ def create_scheduler(
             kwargs.setdefault("mode", "max" if args.higher_is_better else "min")
             return ReduceLROnPlateau(optimizer, **kwargs)
         schedule = SCHEDULES[args.lr_scheduler_type]
-        if args.lr_scheduler_type == "polynomial":
+        if args.lr_scheduler_type in ("polynomial", "cosine_with_min_lr", "cosine_warmup_with_min_lr"):
             kwargs["lr_init"] = args.learning_rate
         warmup = args.get_warmup_steps(num_training_steps)
-        multiplier = functools.partial(schedule, warmup=warmup, total=num_training_steps, **kwargs)
+        # transformers' keyword names: code that inspects the schedule (lr_lambdas[0].keywords) reads the same
+        multiplier = functools.partial(
+            schedule, num_warmup_steps=warmup, num_training_steps=num_training_steps, **kwargs
+        )
         multiplier(0)  # fail here, naming the field, if lr_scheduler_kwargs holds an unknown key
         return LambdaLR(optimizer, multiplier)
     except TypeError as error:

@@ -75,3 +75,11 @@ def loss_and_logits(output: Any) -> tuple[torch.Tensor | None, Any]:
     if hasattr(output, "loss") or hasattr(output, "logits"):
         return getattr(output, "loss", None), getattr(output, "logits", None)
     raise TypeError(f"cannot read a loss or logits from a model output of type {type(output).__name__}")
+
+
+def without_keys(output: Any, ignore_keys: list[str] | None) -> Any:
+    """A dict-like model output without the entries `ignore_keys` names (transformers' evaluate/predict argument,
+    e.g. "past_key_values"); anything else unchanged."""
+    if not ignore_keys or not isinstance(output, Mapping):
+        return output
+    return {key: value for key, value in output.items() if key not in ignore_keys}

@@ -141,6 +141,8 @@ class PublicMethodsMixin:
             # transformers casts the model itself (not autocast) for a standalone evaluation, and leaves it cast
             dtype = torch.bfloat16 if self.args.bf16_full_eval else torch.float16
             self.model = self.model.to(dtype=dtype)
-        output = run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only)  # type: ignore[arg-type]
+        # as in transformers, every later event's kwargs carry the last evaluation loader
+        self.callback_handler.eval_dataloader = dataloader  # type: ignore[attr-defined]
+        output = run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only, ignore_keys)  # type: ignore[arg-type]
         count = len(dataloader.dataset) if has_length(dataloader.dataset) else None
         return EvalLoopOutput(output.predictions, output.label_ids, output.metrics, count)

@@ -64,9 +64,13 @@ class TrainerState:
     trial_name: str | None = None
     trial_params: dict[str, Any] | None = None
     stateful_callbacks: dict[str, Any] = field(default_factory=dict)
-    # Our addition: the absolute peaks of the last train() in bytes (trainer.memory.RunPeaks: cpu_rss, gpu_allocated,
-    # gpu_reserved), recorded whatever skip_memory_metrics says. Not restored on resume: it describes this process.
-    peak_memory: dict[str, int | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Our addition: the absolute peaks of the last train() in bytes (trainer.memory.RunPeaks: cpu_rss,
+        # gpu_allocated, gpu_reserved), recorded whatever skip_memory_metrics says. An attribute, not a field: it
+        # describes this process, so it is neither saved in trainer_state.json nor restored, and the state's fields
+        # stay transformers' (code comparing dataclasses.asdict(state) of two runs sees no process figures).
+        self.peak_memory: dict[str, int | None] = {}
 
     def restore_progress(self, saved: TrainerState) -> None:
         """Take over what a checkpoint's run had done (its step, history, best metric); keep this run's plan."""

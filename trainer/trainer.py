@@ -17,6 +17,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainer import checkpoint as ckpt
+from trainer.adapters import AdaLoraAllocation, needs_rank_allocation
+from trainer.adapters import check_strategy as check_adapter_strategy
 from trainer.args import IntervalStrategy, SaveStrategy, TrainingArguments
 from trainer.callbacks import (
     CallbackHandler,
@@ -51,8 +53,14 @@ from trainer.modeling import (
     training_flos_per_token,
 )
 from trainer.neftune import activate_neftune
-from trainer.optim import create_optimizer, create_scheduler, current_learning_rate, steps_with_scheduler
-from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of
+from trainer.optim import (
+    create_optimizer,
+    create_scheduler,
+    current_learning_rate,
+    parameter_groups,
+    steps_with_scheduler,
+)
+from trainer.outputs import PredictionOutput, TrainOutput, loss_and_logits, loss_of, without_keys
 from trainer.plan import TrainingPlan, build_plan
 from trainer.public_api import PublicMethodsMixin
 from trainer.reporting import MetricsReportingMixin
@@ -83,19 +91,26 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         data_collator: Any = None,
         train_dataset: Dataset | None = None,
         eval_dataset: Dataset | dict[str, Dataset] | None = None,
+        # transformers' order from here on too, so that positional arguments land where they do there
+        processing_class: Any = None,
+        model_init: Any = None,
+        compute_loss_func: Any = None,
         compute_metrics: Any = None,
         callbacks: list[Any] | None = None,
         optimizers: tuple[Any, Any] = (None, None),
+        optimizer_cls_and_kwargs: tuple[type, dict[str, Any]] | None = None,
         preprocess_logits_for_metrics: Any = None,
-        model_init: Any = None,
-        compute_loss_func: Any = None,
-        processing_class: Any = None,
     ) -> None:
         self.args = args if args is not None else TrainingArguments()
         if model is None and model_init is None:
             raise TrainerConfigError(
                 "Trainer needs a model or a model_init (a function that returns the model)"
             )
+        if optimizer_cls_and_kwargs is not None and optimizers[0] is not None:
+            raise TrainerConfigError(
+                "pass either optimizers or optimizer_cls_and_kwargs, not both: the optimizer would be built twice"
+            )
+        self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
         if model_init is not None and optimizers != (None, None):
             raise TrainerConfigError(
                 "optimizers cannot be passed with model_init: each new model needs its own"
@@ -259,7 +274,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         if len(window) == 1:
             batch = window[0]
             self._samples_since_log += batch_size_of(batch)
-            self._tokens_since_log += tokens_in(batch, self._count_non_padding)
+            self._tokens_since_log += tokens_in(batch, *self._token_counting)
             step_loss = self.training_step(model, batch)
         else:
             # Weight each micro-batch by its share of the window's samples: the mean over the window equals the
@@ -267,7 +282,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             sizes = [batch_size_of(batch) for batch in window]
             total = sum(sizes)
             self._samples_since_log += total
-            self._tokens_since_log += sum(tokens_in(batch, self._count_non_padding) for batch in window)
+            self._tokens_since_log += sum(tokens_in(batch, *self._token_counting) for batch in window)
             step_loss = 0.0
             for i, batch in enumerate(window):
                 last = i == len(window) - 1
@@ -343,8 +358,6 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             logs["grad_norm"] = float(self._grad_norm)
         logs["learning_rate"] = current_learning_rate(self.optimizer)
         logs.update(self._throughput())
-        if self.args.include_num_input_tokens_seen != "no":
-            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         self.log(logs)
 
     def _throughput(self) -> dict[str, float]:
@@ -368,10 +381,13 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         self._samples_since_log = self._tokens_since_log = 0
         return rates
 
-    def log(self, logs: dict[str, float]) -> None:
-        """Add `epoch`, append to state.log_history (with `step`) and fire on_log."""
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Add `epoch` (and `num_input_tokens_seen` when asked), append to state.log_history (with `step`) and fire
+        on_log. `start_time` is transformers' argument; throughput is already in the training logs."""
         if self.state.epoch is not None:
             logs["epoch"] = self.state.epoch
+        if self.args.include_num_input_tokens_seen != "no":
+            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         self.state.log_history.append({**logs, "step": self.state.global_step})
         self.fire(Event.ON_LOG, logs=logs)
 
@@ -421,7 +437,9 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             return metrics
         self._place_model()
         loader = self.get_eval_dataloader(dataset)
-        output = self.evaluation_loop(loader, "Evaluation", metric_key_prefix=metric_key_prefix)
+        output = self.evaluation_loop(
+            loader, "Evaluation", ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
+        )
         metrics = output.metrics
         self.log(metrics)
         self.fire(Event.ON_EVALUATE, metrics=metrics, eval_dataloader=loader)
@@ -433,7 +451,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     ) -> PredictionOutput:
         self._place_model()
         loader = self.get_test_dataloader(test_dataset)
-        output = self.evaluation_loop(loader, "Prediction", False, metric_key_prefix=metric_key_prefix)
+        output = self.evaluation_loop(loader, "Prediction", False, ignore_keys, metric_key_prefix)
         self.fire(Event.ON_PREDICT, metrics=output.metrics, eval_dataloader=loader)
         return PredictionOutput(output.predictions, output.label_ids, output.metrics)
 
@@ -449,7 +467,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
                 loss = self.compute_loss_func(outputs, labels, num_items_in_batch=batch_size_of(inputs))
                 logits = loss_and_logits(outputs)[1] if not torch.is_tensor(outputs) else outputs
             else:
-                loss, logits = loss_and_logits(call_model(model, inputs))
+                loss, logits = loss_and_logits(without_keys(call_model(model, inputs), ignore_keys))
         return loss, (None if prediction_loss_only else logits), labels
 
     # ---- checkpoints ------------------------------------------------------------------------------------------
@@ -463,11 +481,10 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             args.output_dir,
             step,
             self._write_checkpoint,
-            # save_on_each_node: nodes without a shared disk each keep their own copy
-            is_main=strategy.is_local_zero if args.save_on_each_node else strategy.is_global_zero,
+            is_main=self._writes_checkpoints(),
             barrier=strategy.barrier,
         )
-        if strategy.is_global_zero:
+        if self._writes_checkpoints():
             ckpt.rotate_checkpoints(args.output_dir, args.save_total_limit, state.best_model_checkpoint)
         self.fire(Event.ON_SAVE)
         return path
@@ -475,9 +492,18 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     def _write_checkpoint(self, folder: Path) -> None:
         self.strategy.save_checkpoint(folder, self.model, self.optimizer, self.lr_scheduler)
         ckpt.save_rng_state(folder, self.strategy.rank)
-        if self.strategy.is_global_zero:
+        if self._writes_checkpoints():
             (folder / ckpt.ARGS_FILE).write_text(self.args.to_json(), encoding="utf-8")
+            # what transformers' checkpoints also hold: the model's config (from_pretrained(checkpoint) works) and
+            # the processing class. Not training_args.bin: a pickle; the arguments are in training_args.json
+            ckpt.save_pretrained_extras(self.strategy.unwrap(self.model), self.processing_class, folder)
             self.state.save_to_json(folder / ckpt.STATE_FILE)  # written last: its presence marks completeness
+
+    def _writes_checkpoints(self) -> bool:
+        """The process that writes shared checkpoint files: the job's main one, or with save_on_each_node (nodes
+        without a shared disk) each node's main one."""
+        strategy = self.strategy
+        return strategy.is_local_zero if self.args.save_on_each_node else strategy.is_global_zero
 
     def _resume(self, checkpoint: Path, plan: TrainingPlan) -> tuple[int, int]:
         """Restore weights, optimizer, scheduler, state and callbacks; return (epoch, steps into it) to start at."""
@@ -586,13 +612,17 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         dataset, collator = self._without_unused_columns(self.train_dataset)
         sampler = self.strategy.train_sampler(dataset, shuffle=True, seed=self.args.sampler_seed)
         size = batch_size or self.args.per_device_train_batch_size
-        return train_dataloader(dataset, self.args, size, collator, sampler)
+        loader = train_dataloader(dataset, self.args, size, collator, sampler)
+        loader.total_batch_size = size * self.strategy.world_size  # accelerate's attribute, read by user code
+        return loader
 
     def get_eval_dataloader(self, eval_dataset: Dataset | str | None = None) -> DataLoader:
         """The loader over `eval_dataset`: the Trainer's eval_dataset when None, or the one of that name when the
         Trainer holds a dict of them (as transformers)."""
         dataset, collator = self._without_unused_columns(self._eval_dataset_named(eval_dataset))
-        return eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
+        loader = eval_dataloader(dataset, self.args, collator, self.strategy.eval_sampler(dataset))
+        loader.total_batch_size = self.args.per_device_eval_batch_size * self.strategy.world_size
+        return loader
 
     def get_test_dataloader(self, test_dataset: Dataset) -> DataLoader:
         dataset, collator = self._without_unused_columns(test_dataset)
@@ -634,8 +664,13 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             )
 
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
-        """The optimizer over `model` (the placed/wrapped one during train(), else self.model)."""
-        return create_optimizer(self.args, model if model is not None else self.model)
+        """The optimizer over `model` (the placed/wrapped one during train(), else self.model): `args.optim`, or
+        the class and keyword arguments given as `optimizer_cls_and_kwargs`."""
+        target = model if model is not None else self.model
+        if self.optimizer_cls_and_kwargs is not None:
+            cls, kwargs = self.optimizer_cls_and_kwargs
+            return cls(parameter_groups(target, self.args.weight_decay), **kwargs)
+        return create_optimizer(self.args, target)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer) -> Any:
         return create_scheduler(self.args, optimizer, num_training_steps)
@@ -643,6 +678,11 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
     def _setup_model_and_optimizer(self, plan: TrainingPlan, loader: DataLoader) -> None:
         user_optimizer, user_scheduler = self._user_optimizers
         model = prepare_model(self.strategy.unwrap(self.model), self.args)
+        check_adapter_strategy(self.strategy.name, model)  # refuse FSDP/ZeRO with an adapter before any step
+        if needs_rank_allocation(model) and not any(
+            isinstance(c, AdaLoraAllocation) for c in self.callback_handler.callbacks
+        ):
+            self.add_callback(AdaLoraAllocation())  # AdaLoRA's budget moves after each optimizer step
 
         def build_optimizer(wrapped: torch.nn.Module) -> torch.optim.Optimizer:
             return user_optimizer if user_optimizer is not None else self.create_optimizer(wrapped)
@@ -692,7 +732,11 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         self._loss_sum, self._loss_steps = 0.0, 0
         self._grad_norm = None
         self._samples_since_log = self._tokens_since_log = self._samples_done = 0
-        self._count_non_padding = args.include_num_input_tokens_seen == "non_padding"
+        # (non_padding, pad_token_id): without an attention mask, padding is told by the tokenizer's pad token
+        self._token_counting = (
+            args.include_num_input_tokens_seen == "non_padding",
+            getattr(self.processing_class, "pad_token_id", None),
+        )
         self._flos_per_token = training_flos_per_token(self.strategy.unwrap(self.model))
         self._train_start = self._last_log_time = time.perf_counter()
         self._first_step = self._last_log_step = self.state.global_step

@@ -293,3 +293,26 @@ HPO.plots.curves = function curves(div, series, yTitle) {
     xaxis: { title: { text: "step" } }, yaxis: { title: { text: HPO.plotText(yTitle) } },
   });
 };
+
+// PBT: each member's score at every interval, one line per member, with a marker where it copied another member.
+HPO.plots.population = function population(div, pop, yTitle) {
+  const members = pop.members.filter((m) => m.scores.length);
+  if (!members.length) return HPO.plots.empty(div, "no member has reached an interval yet");
+  const traces = members.map((m) => ({
+    type: "scatter", mode: "lines+markers", name: "member " + m.member, x: m.scores.map((s) => s[0]), y: m.scores.map((s) => s[1]),
+    line: { width: pop.winner && pop.winner.member === m.member ? 3 : 1.2 }, marker: { size: 4 },
+    hovertemplate: "member " + m.member + "<br>step %{x}: %{y}<extra></extra>",
+  }));
+  const jumps = { x: [], y: [], text: [] };
+  for (const m of members) {
+    const at = new Map(m.scores);
+    for (const [step, source] of m.copies) {
+      jumps.x.push(step); jumps.y.push(at.get(step)); jumps.text.push("member " + m.member + " copied member " + source + " at step " + step);
+    }
+  }
+  traces.push({
+    type: "scatter", mode: "markers", name: "exploit (copy)", x: jumps.x, y: jumps.y, text: jumps.text,
+    marker: { symbol: "triangle-up", size: 9, color: "#d62728" }, hovertemplate: "%{text}<extra></extra>",
+  });
+  return HPO.plots.render(div, traces, { xaxis: { title: { text: "step" } }, yaxis: { title: { text: HPO.plotText(yTitle) } } });
+};

@@ -53,6 +53,11 @@ function runChips(data) {
     const value = typeof attrs[key] === "number" ? attrs[key] : run[key];
     if (typeof value === "number") chips.push(h("span", { className: "chip memory" }, label + " " + fmtBytes(value)));
   }
+  // What the trial trained and keeps on disk (an adapter's parameters and checkpoint under peft:).
+  const trained = typeof attrs.trainable_params === "number" ? attrs.trainable_params : run.trainable_params;
+  if (typeof trained === "number") chips.push(h("span", { className: "chip footprint" }, "trained params " + trained.toLocaleString("en-US")));
+  const stored = typeof attrs.checkpoint_bytes === "number" ? attrs.checkpoint_bytes : run.checkpoint_bytes;
+  if (typeof stored === "number") chips.push(h("span", { className: "chip footprint" }, "checkpoint " + fmtBytes(stored)));
   return h("div", { className: "chips" }, chips);
 }
 

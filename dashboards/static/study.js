@@ -27,7 +27,7 @@ class StudyView {
     }
     if (changed) this.sortedTrials = [...this.trials.values()].sort((a, b) => a.number - b.number);
     const paramsChanged = !this.data || JSON.stringify(this.data.params.map((p) => p.name)) !== JSON.stringify(data.params.map((p) => p.name));
-    this.data = { summary: data.summary, params: data.params, export: data.export };
+    this.data = { summary: data.summary, params: data.params, export: data.export, population: data.population };
     return { changed, paramsChanged };
   }
 
@@ -98,6 +98,13 @@ class StudyView {
       HPO.card("Timeline by slot", plot("timeline"), { wide: true }),
     ];
     if (multi) cards.push(HPO.card("Pareto front", [this.paretoPicker(), plot("pareto", "tall")], { wide: true }));
+    if (this.data.population) {
+      this.scheduleCard = h("div", { id: "winning-schedule" });
+      cards.unshift(
+        HPO.card("Population (PBT)", plot("population"), { note: "score per member at each interval; ▲ where a member copied another" }),
+        HPO.card("Winning schedule", this.scheduleCard, { note: "what `hpo retrain --replay` trains" })
+      );
+    }
     const tableHost = h("div");
     this.picked = [];
     this.compareLink = h("p", { className: "compare-link" });
@@ -153,7 +160,7 @@ class StudyView {
     }
     columns.push(
       { key: "number", label: "#", numeric: true, value: (t) => t.number, cell: (t) => HPO.link("/run", { id: this.name + "/trial-" + t.number }, String(t.number)) },
-      { key: "state", label: "state", value: (t) => t.state, cell: (t) => HPO.h("span", { className: "state " + t.state }, t.state.toLowerCase()) }
+      { key: "state", label: "state", value: (t) => t.state, cell: (t) => HPO.h("span", { className: "state " + t.state }, t.paused ? "paused" : t.state.toLowerCase()) }
     );
     objectives.forEach((objective, i) => columns.push({ key: "value" + i, label: objective, numeric: true, value: (t) => (t.values ? t.values[i] : null) }));
     for (const param of this.data.params) columns.push({ key: "param:" + param.name, label: param.name, numeric: param.type !== "categorical", value: (t) => t.params[param.name] });
@@ -163,6 +170,8 @@ class StudyView {
       { key: "pruned_step", label: "pruned at", numeric: true, value: (t) => (t.state === "PRUNED" ? lastStep(t) : null) },
       { key: "error", label: "error", value: (t) => t.user_attrs.error }
     );
+    // ASHA: each trial's path through the rungs (pause point: value), "paused" where it waits for a promotion.
+    if ((this.data.summary.rungs || []).length) columns.push({ key: "rungs", label: "rungs", value: (t) => rungText(t) });
     return columns;
   }
 
@@ -171,13 +180,14 @@ class StudyView {
     const summary = this.data.summary;
     this.renderRunning(); // elapsed times move on every poll
     // Rebuild the header only when it changed, so an open objective picker is not closed under the user's pointer.
-    const signature = JSON.stringify([summary.n_trials, summary.states, summary.best, this.data.export]);
+    const signature = JSON.stringify([summary.n_trials, summary.states, summary.best, summary.rungs, this.data.export]);
     if (signature === this.summarySignature) return;
     this.summarySignature = signature;
     const multi = summary.directions.length > 1;
     const directions = summary.objectives.map((name, i) => name + ": " + summary.directions[i]).join(", ");
     const chips = [h("span", { className: "chip" }, directions), h("span", { className: "chip" }, summary.n_trials + " trials")];
     for (const state of HPO.STATES) if (summary.states[state]) chips.push(HPO.stateChip(state, summary.states[state]));
+    for (const rung of summary.rungs || []) chips.push(h("span", { className: "chip rung" }, "rung " + rung.point + ": " + rung.reached + " reached, " + rung.paused + " paused, " + rung.promoted + " promoted"));
     const title = [h("h1", {}, summary.name), h("div", { className: "chips" }, chips)];
     if (multi) {
       const select = h("select", { className: "objective-picker", "aria-label": "objective" }, summary.objectives.map((name, i) => h("option", { value: i, selected: i === this.objective }, name)));
@@ -234,7 +244,26 @@ class StudyView {
       slices: () => HPO.plots.slices(p.slices, this.study, this.objective),
       timeline: () => HPO.plots.timeline(p.timeline, this.study),
       pareto: () => this.renderPareto(),
+      population: () => { this.renderSchedule(); return HPO.plots.population(p.population, this.data.population, this.data.summary.objectives[0]); },
     };
+  }
+
+  renderSchedule() {
+    const h = HPO.h;
+    const winner = this.data.population && this.data.population.winner;
+    const node = HPO.clear(this.scheduleCard);
+    if (!winner) { node.appendChild(h("p", { className: "muted" }, "no member has finished yet")); return; }
+    let previous = {};
+    const rows = winner.schedule.map((entry) => {
+      const changed = Object.entries(entry.params).filter(([k, v]) => previous[k] !== v).map(([k, v]) => k + " = " + HPO.fmt(v)).join(", ");
+      previous = entry.params;
+      const by = "member " + entry.member + (entry.copied_from === null ? "" : " (copied member " + entry.copied_from + ")");
+      return h("tr", {}, h("td", {}, String(entry.step)), h("td", {}, changed), h("td", {}, by));
+    });
+    HPO.append(node, [
+      h("p", {}, "member " + winner.member + " (trial " + winner.trial + ") · value ", h("strong", {}, HPO.fmt(winner.value))),
+      h("table", {}, h("thead", {}, h("tr", {}, ["from step", "hyperparameters", "trained by"].map((c) => h("th", {}, c)))), h("tbody", {}, rows)),
+    ]);
   }
 
   renderPlots() {
@@ -270,3 +299,9 @@ HPO.start(async (app) => {
   await view.load();
   HPO.poll(() => view.refresh(), 2000);
 });
+
+function rungText(trial) {
+  if (!trial.rungs) return null;
+  const path = trial.rungs.map(([point, value]) => point + ": " + HPO.fmt(value)).join(" › ");
+  return trial.paused ? path + " (paused)" : path;
+}

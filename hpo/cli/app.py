@@ -6,7 +6,7 @@ holds each command's one-line summary too, so `hpo --help` lists them without im
 from __future__ import annotations
 
 import importlib
-import shlex
+import re
 import sys
 import traceback
 from typing import NamedTuple
@@ -38,13 +38,6 @@ COMMANDS: dict[str, CommandEntry] = {
 
 def summary(name: str) -> str:
     return COMMANDS[name].summary
-
-
-def same_command() -> str:
-    """The command line being run, to repeat (without --debug): how an interrupted command continues."""
-    context = click.get_current_context(silent=True)
-    args = (context.find_root().obj or {}).get("argv", []) if context is not None else []
-    return shlex.join(["hpo", *(a for a in args if a != "--debug")])
 
 
 class LazyGroup(click.Group):
@@ -83,18 +76,23 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors print one clear message and exit with their code (2 for config and usage)."""
-    args = list(argv if argv is not None else sys.argv[1:])
-    debug = "--debug" in args
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        # The command line travels with the context, so an interrupted command can say how to continue.
-        cli.main(args=args, prog_name="hpo", standalone_mode=False, obj={"argv": args})
+        cli.main(args=argv, prog_name="hpo", standalone_mode=False)
     except click.exceptions.Exit as stop:
         sys.exit(stop.exit_code)
+    except click.UsageError as error:  # one line: the command, the problem, where to read more
+        command = error.ctx.command_path if error.ctx is not None else "hpo"
+        # click quotes option and argument names ('--gpus', 'STUDY_FILE'); the user's own values keep their quotes.
+        message = re.sub(r"'(--?[\w-]+|[A-Z_]+)'", r"\1", error.format_message()).rstrip(".")
+        message = message[0].lower() + message[1:] if message else message
+        click.echo(f"error: {command}: {message} (see {command} --help)", err=True)
+        sys.exit(error.exit_code)
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
+    except click.exceptions.Abort:  # Ctrl-C of a command that writes nothing or only at its end, atomically
+        click.echo("stopped: nothing was saved; run the command again to finish it", err=True)
         sys.exit(130)
     except Interrupted as error:  # a stop the user asked for: not an error; the message says what was saved
         click.echo(str(error), err=True)

@@ -21,7 +21,14 @@ from hpo.study.summary import summarize
 @study_arguments
 @click.option("--json", "as_json", is_flag=True, help="Print the best trial(s) as JSON.")
 def best(study_file: Path, storage: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
-    """Show the best trial of the study in STUDY_FILE (the Pareto front for several objectives)."""
+    """Show the best trial (or the Pareto front).
+
+    The best trial of the study in STUDY_FILE, its parameters and its checkpoint; with several objectives, the
+    Pareto front.
+
+    \b
+    Example:
+      hpo best studies/digits_mlp.yaml --json"""
     spec = load_study(study_file, storage, overrides)
     summary = summarize(spec, load_existing_study(spec, storage), storage)
     if not summary.best_trials:

@@ -12,6 +12,7 @@ import click
 from dashboards.locate import Sources, open_api, store_beside
 from dashboards.server import start_server
 from hpo.cli.app import summary
+from hpo.cli.options import set_option, storage_option
 from hpo.errors import ConfigError
 from hpo.spec import StudySpec, load_spec
 from hpo.tracking.events import store_location
@@ -19,9 +20,7 @@ from hpo.tracking.events import store_location
 
 @click.command("dashboard", short_help=summary("dashboard"))
 @click.argument("spec_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--storage", metavar="URL", help="Optuna storage URL to watch (instead of, or overriding, the file's)."
-)
+@storage_option
 @click.option(
     "--store", metavar="PATH|URL", help="Experiment store (default: the one the study or run file uses)."
 )
@@ -34,7 +33,7 @@ from hpo.tracking.events import store_location
 @click.option(
     "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port)."
 )
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field of the file.")
+@set_option
 def dashboard(
     spec_file: Path | None,
     storage: str | None,
@@ -43,7 +42,13 @@ def dashboard(
     port: int,
     overrides: tuple[str, ...],
 ) -> None:
-    """Serve the dashboard for SPEC_FILE (a study or run file) or --storage URL until Ctrl-C."""
+    """Serve the live web dashboard.
+
+    Serves the dashboard for SPEC_FILE (a study or run file) or --storage URL until Ctrl-C.
+
+    \b
+    Example:
+      hpo dashboard studies/digits_mlp.yaml --port 8080"""
     sources = locate(spec_file, storage, store, overrides)
     api = open_api(sources)
     if api.source is not None:

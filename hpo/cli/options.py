@@ -3,32 +3,108 @@ trials run (`--workers`, `--gpus`), and how a trial or a value is printed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 import optuna
+from click.core import ParameterSource
 from optuna.trial import FrozenTrial
 
-from hpo.errors import ConfigError
+from hpo.errors import ConfigError, Interrupted
 from hpo.spec import StudySpec, load_study_spec
 
 
-def study_arguments(command: Callable[..., Any]) -> Callable[..., Any]:
-    """STUDY_FILE, --storage and --set (repeatable; the value parsed as YAML)."""
-    command = click.option(
+def set_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--set KEY=VALUE (repeatable; the value parsed as YAML), as every command that reads a file takes it."""
+    return click.option(
         "--set",
         "overrides",
         multiple=True,
         metavar="KEY=VALUE",
-        help="Override a field of the study file, e.g. --set training.max_steps=200 (value parsed as YAML).",
+        help="Override a value of the file (dotted key, YAML value), e.g. --set training.max_steps=200.",
     )(command)
-    command = click.option(
+
+
+def storage_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
         "--storage",
         metavar="URL",
-        help="Optuna storage URL (sqlite:///..., postgresql://...) instead of the file's.",
+        help="Optuna storage URL (sqlite:///..., postgresql://...) instead of the file's study.storage.",
     )(command)
+
+
+def out_option(what: str, *, file: bool = False, required: bool = True, aliases: tuple[str, ...] = ()) -> Any:
+    """-o/--out: where the command writes (a folder, or a file with `file=True`); `what` says what goes there."""
+    kind = click.Path(dir_okay=False, path_type=Path) if file else click.Path(file_okay=False)
+    return click.option(
+        "-o",
+        "--out",
+        *aliases,
+        "output_dir",
+        required=required,
+        type=kind,
+        metavar="PATH",
+        help=what,
+    )
+
+
+def resume_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--resume (the newest complete checkpoint of the output folder) or --resume PATH."""
+    return click.option(
+        "--resume",
+        is_flag=False,
+        flag_value="latest",
+        default=None,
+        metavar="[PATH]",
+        help="Resume from the newest complete checkpoint in the output folder, or from PATH.",
+    )(command)
+
+
+def trial_option(verb: str) -> Any:
+    return click.option(
+        "--trial",
+        "trial_number",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"{verb} trial N instead of the best one.",
+    )
+
+
+def metric_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--metric",
+        default=None,
+        metavar="NAME",
+        help="With several objectives: the one that picks the trial from the Pareto front.",
+    )(command)
+
+
+def dry_run_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--dry-run/--no-dry-run",
+        default=True,
+        show_default=True,
+        help="First evaluate the untrained model on a few eval samples, to check the objective metrics exist.",
+    )(command)
+
+
+def overwrite_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--overwrite",
+        is_flag=True,
+        help="Start afresh in an output folder that holds an earlier run's checkpoints (deletes them).",
+    )(command)
+
+
+def study_arguments(command: Callable[..., Any]) -> Callable[..., Any]:
+    """STUDY_FILE, --storage and --set."""
+    command = set_option(command)
+    command = storage_option(command)
     return click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))(command)
 
 
@@ -56,6 +132,47 @@ def placement_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--workers", type=click.IntRange(min=1), help="Trials in parallel on CPU (one process each)."
     )(command)
+
+
+def repeat_command(drop: Sequence[str] = (), add: Sequence[str] = ()) -> str:
+    """The running command as the user typed it (the options given on the command line, as words a shell takes back),
+    without the parameters named in `drop`, plus `add`: how an interrupted command says to continue."""
+    ctx = click.get_current_context()
+    words = ctx.command_path.split()
+    for param in ctx.command.params:
+        name = param.name or ""
+        if name in drop or ctx.get_parameter_source(name) != ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params.get(name)
+        if isinstance(param, click.Argument):
+            words.append(str(value))
+            continue
+        option = max(param.opts, key=len)
+        if isinstance(param, click.Option) and param.is_flag and param.secondary_opts:
+            words.append(option if value else max(param.secondary_opts, key=len))  # --dry-run/--no-dry-run
+        elif isinstance(param, click.Option) and param.is_flag:
+            words += [option] if value else []
+        elif isinstance(param, click.Option) and value == param.flag_value:
+            words.append(option)  # an option whose value may be left out (--resume)
+        else:
+            words += [item for v in (value if param.multiple else [value]) for item in (option, str(v))]
+    return shlex.join([*words, *add])
+
+
+@contextmanager
+def trial_stops_say_how_to_continue() -> Iterator[None]:
+    """Ctrl-C of a command that runs trials (`hpo run`, `hpo worker`): the stop (hpo.errors.Interrupted, saying what
+    each stopped trial saved) gets the command that continues; a Ctrl-C before any trial started saved nothing."""
+    try:
+        yield
+    except (
+        KeyboardInterrupt
+    ):  # before any trial started: the workers and --in-process trials handle their own
+        raise Interrupted(
+            f"stopped: nothing was saved: no trial had started; continue with: {repeat_command()}"
+        ) from None
+    except Interrupted as stop:
+        raise Interrupted(f"{stop}; continue with: {repeat_command()}") from None
 
 
 def parse_gpus(gpus: str | None) -> list[int] | None:

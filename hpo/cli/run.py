@@ -8,8 +8,9 @@ import click
 from optuna.trial import FrozenTrial
 from rich.console import Console
 
-from hpo.cli.app import same_command, summary
+from hpo.cli.app import summary
 from hpo.cli.options import (
+    dry_run_option,
     format_params,
     format_values,
     load_study,
@@ -18,8 +19,8 @@ from hpo.cli.options import (
     study_arguments,
     trial_budget_options,
     trial_line,
+    trial_stops_say_how_to_continue,
 )
-from hpo.errors import Interrupted
 from hpo.study.manager import run_loaded_study
 from hpo.study.summary import StudySummary
 
@@ -28,9 +29,7 @@ from hpo.study.summary import StudySummary
 @study_arguments
 @trial_budget_options
 @placement_options
-@click.option(
-    "--no-dry-run", is_flag=True, help="Skip the dry evaluation that checks the metric before trials start."
-)
+@dry_run_option
 @click.option(
     "--in-process", is_flag=True, help="Run every trial in this process, one after another (for debugging)."
 )
@@ -42,14 +41,19 @@ def run(
     timeout: float | None,
     workers: int | None,
     gpus: str | None,
-    no_dry_run: bool,
+    dry_run: bool,
     in_process: bool,
 ) -> None:
-    """Run the study in STUDY_FILE, or continue it.
+    """Run a study, or continue it.
 
-    n_trials counts every trial the study has, so running the same command again runs only the missing ones and
+    Runs the study in STUDY_FILE. n_trials counts every trial the study has, so running the same command again runs only the missing ones and
     resumes trials an interrupt or a crash stopped. Ctrl-C: running trials save a checkpoint and stop; the command
-    says what was saved and how to continue."""
+    says what was saved and how to continue.
+
+    \b
+    Example:
+      hpo run studies/digits_mlp.yaml --workers 2
+      hpo run studies/digits_mlp.yaml --n-trials 40    (again: raise the total and continue)"""
     console = Console()
     gpu_ids = parse_gpus(gpus)  # a usage error before anything is loaded
     finished: list[FrozenTrial] = []
@@ -58,7 +62,7 @@ def run(
         finished.append(trial)
         console.print(trial_line(trial))
 
-    try:
+    with trial_stops_say_how_to_continue():
         spec = load_study(study_file, storage, overrides)
         console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
         summary = run_loaded_study(
@@ -69,16 +73,12 @@ def run(
             workers=workers,
             gpus=gpu_ids,
             report=report,
-            dry_run=not no_dry_run,
+            dry_run=dry_run,
             in_process=in_process,
         )
-    except (
-        KeyboardInterrupt
-    ):  # before any trial started (the workers and --in-process trials handle their own)
-        raise Interrupted(f"stopped: nothing was saved: no trial had started; {_continue()}") from None
-    except Interrupted as stop:
-        raise Interrupted(f"{stop}; {_continue()}") from None
-    console.print(_run_line(summary, len(finished), n_trials or spec.study.n_trials))
+    # An attempt queued again (out of GPU memory beside others, a crash) is not a trial this run finished: its retry is.
+    ran = sum(1 for trial in finished if not trial.user_attrs.get("requeued"))
+    console.print(_run_line(summary, ran, n_trials or spec.study.n_trials))
     if not summary.best_trials:
         console.print("no trial completed")
         return
@@ -88,10 +88,6 @@ def run(
             f"{label}: #{best.number} {', '.join(summary.metrics)} = {format_values(best.values)} "
             f"({format_params(best.params)}); checkpoint: {_checkpoint_text(best.best_checkpoint)}"
         )
-
-
-def _continue() -> str:
-    return f"continue with: {same_command()}"
 
 
 def _run_line(summary: StudySummary, ran: int, n_trials: int | None) -> str:

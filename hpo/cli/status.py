@@ -1,27 +1,44 @@
 """`hpo status study.yaml`: a table of the study's trials (number, state, value, params, duration, pruned at step, and
-peak memory when the trials recorded it: GPU memory PyTorch reserved at most, and the process's peak RSS)."""
+peak memory when the trials recorded it: GPU memory PyTorch reserved at most, and the process's peak RSS; the parameters
+each trial trained and the size of its checkpoint, which an adapter (peft:) study keeps small)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+import optuna
 from rich.console import Console
 from rich.table import Table
 
 from hpo.cli.app import summary
 from hpo.cli.options import format_params, format_values, load_study, study_arguments
+from hpo.scheduling.rung_view import promotion_overhead, rung_rows, state_label, trial_path
 from hpo.scheduling.view import print_live_slots
+from hpo.spec import StudySpec
 from hpo.storage.study_db import load_existing_study
 from hpo.study.summary import summarize
 
-STATE_STYLES = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red", "RUNNING": "cyan", "WAITING": "dim"}
+STATE_STYLES = {
+    "COMPLETE": "green",
+    "PRUNED": "yellow",
+    "FAIL": "red",
+    "RUNNING": "cyan",
+    "WAITING": "dim",
+    "PAUSED": "magenta",
+}
 
 
 @click.command("status", short_help=summary("status"))
 @study_arguments
 def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> None:
-    """Show every trial of the study in STUDY_FILE (read-only; works while `hpo run` is running)."""
+    """Show the trials of a study.
+
+    Every trial of the study in STUDY_FILE (read-only; works while `hpo run` is running).
+
+    \b
+    Example:
+      hpo status studies/digits_mlp.yaml"""
     spec = load_study(study_file, storage, overrides)
     study = load_existing_study(spec, storage)
     summary = summarize(spec, study, storage)
@@ -31,20 +48,25 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     )
     trials = study.get_trials(deepcopy=False)
     memory = any("peak_rss" in t.user_attrs or "peak_gpu_memory" in t.user_attrs for t in trials)
+    footprint = any("checkpoint_bytes" in t.user_attrs or "trainable_params" in t.user_attrs for t in trials)
     # Short, unwrapped number columns leave the width to the params, which wrap whole instead of being cut with "…".
-    for column in ("#", "state", "value", "params", "time (s)", "pruned at") + (
-        ("peak gpu", "peak rss") if memory else ()
-    ):
+    asha = spec.study.scheduler is not None and spec.study.scheduler.type == "asha"
+    columns = ("#", "state", "value", "params", "time (s)", "pruned at")
+    columns += (("peak gpu", "peak rss") if memory else ()) + (
+        ("trained params", "checkpoint") if footprint else ()
+    )
+    columns += ("rungs",) if asha else ()
+    for column in columns:
         table.add_column(
             column,
-            justify="left" if column in ("state", "value", "params") else "right",
-            no_wrap=column != "params",
+            justify="left" if column in ("state", "value", "params", "rungs") else "right",
+            no_wrap=column not in ("params", "rungs"),
             overflow="fold",
         )
     notes: list[str] = []
     for trial in trials:
         attrs = trial.user_attrs
-        state = trial.state.name
+        state = state_label(trial)
         duration = attrs.get("duration_s")
         if duration is None and trial.datetime_start and trial.datetime_complete:
             duration = (trial.datetime_complete - trial.datetime_start).total_seconds()
@@ -56,6 +78,12 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
             "-" if duration is None else f"{duration:.1f}",
             "-" if attrs.get("pruned_step") is None else str(attrs["pruned_step"]),
             *((_size(attrs.get("peak_gpu_memory")), _size(attrs.get("peak_rss"))) if memory else ()),
+            *(
+                (_count(attrs.get("trainable_params")), _size(attrs.get("checkpoint_bytes")))
+                if footprint
+                else ()
+            ),
+            *((trial_path(trial),) if asha else ()),
         )
         if state == "FAIL":
             notes.append(_failure_note(trial.number, attrs))
@@ -65,13 +93,43 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
         console.print(note, markup=False, highlight=False)
     counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
     console.print(f"{counts}; * = best" + (" (Pareto front)" if len(summary.directions) > 1 else ""))
+    if asha:
+        _print_rungs(console, spec, study)
     print_live_slots(console, spec, spec.study.n_trials)  # the slots of a run in progress on this machine
+
+
+def _count(count: int | None) -> str:
+    """Parameters: 12.3M, 98.3k."""
+    if count is None:
+        return "-"
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if count >= size:
+            return f"{count / size:.1f}{unit}"
+    return str(count)
+
+
+def _print_rungs(console: Console, spec: StudySpec, study: optuna.Study) -> None:
+    """The ASHA rungs: how many trials reached each, wait paused there, and were promoted from it."""
+    assert spec.study.scheduler is not None
+    unit = spec.study.scheduler.resource
+    table = Table(title=f"rungs (reduction factor {spec.study.scheduler.reduction_factor})")
+    for column in ("rung", unit, "reached", "paused", "promoted"):
+        table.add_column(column, justify="right")
+    for row in rung_rows(study, spec):
+        table.add_row(*(str(row[key]) for key in ("rung", "level", "reached", "paused", "promoted")))
+    console.print(table)
+    overhead = promotion_overhead(study.get_trials(deepcopy=False))
+    if overhead is not None:
+        console.print(
+            f"per promotion ({overhead['promotions']}): pause {overhead['pause_s']:.2f} s (save + exit), resume "
+            f"{overhead['resume_s']:.2f} s (restart + restore, to the first step)"
+        )
 
 
 def _size(count: int | None) -> str:
     if count is None:
         return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if count >= size:
             return f"{count / size:.1f} {unit}"
     return f"{count} B"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from hpo.cli.app import summary
+from hpo.cli.options import out_option, overwrite_option, repeat_command, resume_option, set_option
 from hpo.errors import ConfigError, HpoError, Interrupted
 from hpo.spec import RunSpec, load_run_spec
-from hpo.trial.single_run import run_training
+from hpo.trial.callbacks import on_interrupt
+from hpo.trial.single_run import RunStopped, run_training
 from trainer.checkpoint import list_checkpoints
 from trainer.distributed import exit_rank
 from trainer.errors import NonFiniteLossError
@@ -23,26 +27,12 @@ from trainer.launch import is_launched_externally, launch_ranks
 
 @click.command("train", short_help=summary("train"))
 @click.argument("run_file", type=click.Path(dir_okay=False))
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a value of the file (YAML value, dotted key), e.g. --set training.learning_rate=3e-4.",
-)
-@click.option(
-    "--resume",
-    is_flag=False,
-    flag_value="latest",
-    default=None,
-    metavar="[PATH]",
-    help="Resume from the newest complete checkpoint in the output folder, or from PATH.",
-)
-@click.option(
-    "--output-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Output folder (default: the file's output_dir, else runs/<name>).",
+@set_option
+@resume_option
+@out_option(
+    "Output folder (default: the file's output_dir, else runs/<name>).",
+    required=False,
+    aliases=("--output-dir",),
 )
 @click.option(
     "--nproc", type=int, default=1, show_default=True, help="Ranks to start on this node (torch elastic)."
@@ -61,11 +51,7 @@ from trainer.launch import is_launched_externally, launch_ranks
     "--master-addr", default="127.0.0.1", show_default=True, help="Address of the node-rank 0 machine."
 )
 @click.option("--master-port", type=int, default=None, help="Port on the master (free port on one node).")
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Start afresh in an output folder that holds an earlier run's checkpoints (deletes them).",
-)
+@overwrite_option
 def train(
     run_file: str,
     overrides: tuple[str, ...],
@@ -79,10 +65,18 @@ def train(
     master_port: int | None,
     overwrite: bool,
 ) -> None:
-    """Train one model from RUN_FILE (a run file: task, model, training, tracking).
+    """Train one model from a run file.
 
-    With --nproc N (and --nnodes for several machines) the command starts N ranks itself; started by torchrun,
-    `accelerate launch` or the deepspeed launcher it trains as the rank it was given."""
+    RUN_FILE holds the task, model, training and tracking sections. With --nproc N (and --nnodes for several
+    machines) the command starts N ranks itself; started by torchrun, `accelerate launch` or the deepspeed launcher
+    it trains as the rank it was given. Ctrl-C saves a checkpoint at the next step and stops (again: at once).
+
+    \b
+    Example:
+      hpo train studies/digits_mlp_run.yaml --set training.learning_rate=3e-4
+      hpo train studies/digits_mlp_run.yaml --resume    (continue after a stop)"""
+    if not Path(run_file).is_file():
+        raise ConfigError(f"{run_file}: no such run file")
     overrides = (*overrides, f"training.strategy={strategy}") if strategy else overrides
     spec = load_run_spec(run_file, overrides=list(overrides), output_dir=output_dir)
     if resume is None and node_rank == 0 and os.environ.get("RANK", "0") == "0":
@@ -147,13 +141,22 @@ def protect_earlier_run(
 
 
 def train_from_spec(spec: RunSpec, resume: str | None) -> dict[str, Any]:
-    """Run the training; a loss that stays non-finite becomes a clear error (exit 1) instead of a traceback."""
+    """Run the training; a loss that stays non-finite becomes a clear error (exit 1) instead of a traceback.
+
+    Ctrl-C of a one-process run saves a checkpoint at the next step and stops (a second one stops at once); the
+    message says what was saved and the command that continues."""
+    alone = int(os.environ.get("WORLD_SIZE", "1")) == 1
+    previous = signal.signal(signal.SIGINT, on_interrupt) if alone and _main_thread() else None
     try:
-        return run_training(spec, resume=True if resume == "latest" else resume)
-    except KeyboardInterrupt:
+        return run_training(spec, resume=True if resume == "latest" else resume, stoppable=alone)
+    except RunStopped as stop:
+        again = ["--resume"] if stop.checkpoint else []
+        drop = ["overwrite", "resume"] if stop.checkpoint else ["overwrite"]
+        raise Interrupted(f"{stop}; continue with: {repeat_command(drop=drop, add=again)}") from None
+    except KeyboardInterrupt:  # while the data or the model loaded: no training step ran
         raise Interrupted(
-            f"interrupted; continue from the newest checkpoint with: hpo train {spec.source} --resume "
-            f"--output-dir {spec.output_dir}"
+            f"stopped before training started: nothing was saved; continue with: "
+            f"{repeat_command(drop=['overwrite'])}"
         ) from None
     except NonFiniteLossError as error:
         raise HpoError(
@@ -161,6 +164,13 @@ def train_from_spec(spec: RunSpec, resume: str | None) -> dict[str, Any]:
             "Try a lower training.learning_rate, gradient clipping (training.max_grad_norm), or warmup "
             "(training.warmup_ratio); resume from the last good checkpoint with --resume PATH."
         ) from error
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def print_summary(summary: dict[str, Any]) -> None:

@@ -7,9 +7,12 @@ objective metrics exist.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from hpo.cli.app import summary
+from hpo.cli.options import dry_run_option, set_option, storage_option
 from hpo.errors import ConfigError
 from hpo.spec import Spec, StudySpec, load_spec
 from hpo.trial.dry_run import dry_run as run_dry_run
@@ -17,22 +20,19 @@ from hpo.trial.dry_run import dry_run as run_dry_run
 
 @click.command("validate", short_help=summary("validate"))
 @click.argument("spec_file", type=click.Path(dir_okay=False))
-@click.option("--storage", default=None, metavar="URL", help="Study storage URL (overrides study.storage).")
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a value of the file (YAML value, dotted key), e.g. --set study.n_trials=5.",
-)
-@click.option(
-    "--dry-run/--no-dry-run",
-    default=True,
-    show_default=True,
-    help="Evaluate the untrained model on a few samples to check the metrics exist.",
-)
+@storage_option
+@set_option
+@dry_run_option
 def validate(spec_file: str, storage: str | None, overrides: tuple[str, ...], dry_run: bool) -> None:
-    """Check SPEC_FILE (a run file or a study file) and report what it would do."""
+    """Check a run or study file without training.
+
+    Checks SPEC_FILE (a run file or a study file) and reports what it would do.
+
+    \b
+    Example:
+      hpo validate studies/digits_mlp.yaml --set study.n_trials=5"""
+    if not Path(spec_file).is_file():
+        raise ConfigError(f"{spec_file}: no such run or study file")
     spec = load_spec(spec_file, overrides=list(overrides), storage=storage)
     if storage is not None and not isinstance(spec, StudySpec):
         raise ConfigError(f"--storage: {spec_file} is a run file; --storage applies to study files")
@@ -54,12 +54,36 @@ def describe(spec: Spec, metrics: dict[str, float] | None) -> str:
             f"  search space: {len(spec.search_space)} parameters ({', '.join(spec.search_space) or 'none'})",
             f"  sampler: {study.sampler.type}; pruner: {study.pruner.type if study.pruner else 'none'}; "
             f"trials: {study.n_trials or 'until timeout'}",
+            *([describe_scheduler(spec)] if study.scheduler is not None else []),
             f"  storage: {spec.storage}",
             f"  output: {spec.output_dir}",
         ]
     else:
         lines += [f"{spec.source}: valid run file '{spec.name}'", f"  output: {spec.output_dir}"]
+    if spec.peft is not None:
+        searched = [n for n, p in getattr(spec, "search_space", {}).items() if p.target == "peft"]
+        lines.append(
+            f"  adapter: peft {spec.peft['method']}"
+            + (f"; searched: {', '.join(searched)}" if searched else "")
+        )
     if metrics is not None:
         names = sorted(k for k in metrics if k.startswith("eval_"))
         lines.append(f"  evaluation produces: {', '.join(names) or 'nothing (no eval dataset)'}")
     return "\n".join(lines)
+
+
+def describe_scheduler(spec: StudySpec) -> str:
+    pbt = spec.study.scheduler
+    assert pbt is not None
+    if pbt.type != "pbt":
+        options = ", ".join(f"{k} {v}" for k, v in pbt.model_dump(exclude={"type"}).items())
+        return f"  scheduler: {pbt.type}, {options}"
+    mutations = ", ".join(
+        f"{name} ({'resample' if m.resample else 'x' + '/'.join(f'{f:g}' for f in m.factors or [])})"
+        for name, m in pbt.mutations.items()
+    )
+    return (
+        f"  scheduler: pbt, population {pbt.population}, exploit/explore every {pbt.perturbation_interval} steps up "
+        f"to {pbt.max_resource} (bottom {pbt.quantile_fraction:g} copies top {pbt.quantile_fraction:g}); "
+        f"mutating {mutations}"
+    )

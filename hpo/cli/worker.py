@@ -19,6 +19,7 @@ from hpo.cli.options import (
     study_arguments,
     trial_budget_options,
     trial_line,
+    trial_stops_say_how_to_continue,
 )
 from hpo.storage.study_db import storage_url
 from hpo.storage.urls import is_sqlite_url, redact
@@ -38,7 +39,13 @@ def worker(
     workers: int | None,
     gpus: str | None,
 ) -> None:
-    """Run trials of the study in STUDY_FILE on this machine, beside other machines sharing its --storage."""
+    """Run a study's trials on this machine too.
+
+    Runs trials of the study in STUDY_FILE on this machine, beside other machines sharing its --storage.
+
+    \b
+    Example:
+      hpo worker studies/digits_mlp.yaml --storage postgresql://user@db-host/hpo --gpus 0,1"""
     console = Console()
     gpu_ids = parse_gpus(gpus)  # a usage error before anything is loaded
     spec = load_study(study_file, storage, overrides)
@@ -49,15 +56,16 @@ def worker(
             "[yellow]note:[/] SQLite serves one machine; give --storage postgresql://... to share the study"
         )
     console.print(f"worker joined study [bold]{spec.study.name}[/] on {redact(url)}")
-    study = join_study(
-        spec,
-        n_trials=n_trials,
-        timeout=timeout,
-        storage=storage,
-        workers=workers,
-        gpus=gpu_ids,
-        report=lambda trial: console.print(trial_line(trial)),
-    )
+    with trial_stops_say_how_to_continue():
+        study = join_study(
+            spec,
+            n_trials=n_trials,
+            timeout=timeout,
+            storage=storage,
+            workers=workers,
+            gpus=gpu_ids,
+            report=lambda trial: console.print(trial_line(trial)),
+        )
     counts: dict[str, int] = {}
     for trial in study.get_trials(deepcopy=False):
         counts[trial.state.name.lower()] = counts.get(trial.state.name.lower(), 0) + 1

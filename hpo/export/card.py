@@ -22,7 +22,9 @@ def _show(value: Any) -> str:
     return json.dumps(value) if isinstance(value, dict | list) else str(value)
 
 
-def model_card(source: ExportSource, transformers_class: str | None) -> str:
+def model_card(
+    source: ExportSource, transformers_class: str | None, adapters: dict[str, dict[str, Any]] | None = None
+) -> str:
     title = (
         f"{source.study_name} — trial {source.trial_number}"
         if source.kind == "trial"
@@ -36,11 +38,15 @@ def model_card(source: ExportSource, transformers_class: str | None) -> str:
         _table(scores, ("metric", "value")),
     ]
     parts += ["## Hyperparameters\n", _table(source.params, ("parameter", "value"))]
+    if source.schedule:
+        parts += ["## Hyperparameter schedule (population-based training)\n", _schedule(source.schedule)]
     if source.model_params != source.params:
         parts += ["`model_init` parameters:\n", _table(source.model_params, ("parameter", "value"))]
     if source.study_summary:
         parts += ["## Study\n", _study(source.study_summary)]
-    parts += ["## Loading\n", _loading(transformers_class)]
+    if adapters:
+        parts += ["## Adapters\n", _adapters(adapters, source.metrics)]
+    parts += ["## Loading\n", _loading(transformers_class, list(adapters or {}))]
     return "\n".join(parts)
 
 
@@ -66,8 +72,50 @@ def _study(summary: dict[str, Any]) -> str:
     )
 
 
-def _loading(transformers_class: str | None) -> str:
+def _adapters(adapters: dict[str, dict[str, Any]], objectives: list[str]) -> str:
+    """One row per adapter: its name, method, trainable parameters and metrics (objectives first)."""
+    names = list(objectives) or sorted({k for a in adapters.values() for k in a.get("metrics", {})})
+    header = "| adapter | method | trainable parameters | " + " | ".join(f"`{n}`" for n in names) + " |"
+    lines = [header, "| " + " | ".join(["---"] * (3 + len(names))) + " |"]
+    for name, entry in adapters.items():
+        values = [
+            _show(entry.get("metrics", {}).get(n, entry.get("objectives", {}).get(n, "-"))) for n in names
+        ]
+        lines.append(
+            f"| `{name}` | {entry.get('method')} | {entry.get('trainable_params')} | "
+            + " | ".join(values)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _schedule(steps: list[dict[str, Any]]) -> str:
+    """One row per segment: from which step, the values that changed there, which member trained it."""
+    lines = ["| from step | hyperparameters | trained by |", "| --- | --- | --- |"]
+    previous: dict[str, Any] = {}
+    for entry in steps:
+        changed = {k: v for k, v in entry["params"].items() if previous.get(k) != v}
+        values = ", ".join(f"`{k}` = {_show(v)}" for k, v in sorted(changed.items()))
+        copied = f" (copied member {entry['copied_from']})" if entry.get("copied_from") is not None else ""
+        lines.append(f"| {entry['step']} | {values} | member {entry['member']}{copied} |")
+        previous = entry["params"]
+    replay = "Train one run along it from scratch with `hpo retrain <study file> --out DIR --replay`.\n"
+    return "\n".join(lines) + "\n\n" + replay
+
+
+def _loading(transformers_class: str | None, adapters: list[str] | None = None) -> str:
     text = '```python\nimport hpo\nmodel = hpo.load_exported("<this folder>")\n```\n'
+    named = [name for name in adapters or [] if name != "default"]
+    if named:
+        text += (
+            f"\nThe first adapter ({named[0]}) is active; pick another by name (all are loaded, "
+            f'`model.set_adapter(name)` switches):\n\n```python\nmodel = hpo.load_exported("<this folder>", adapter="{named[-1]}")\n```\n'
+        )
+    elif adapters:
+        text += (
+            "\nThe adapter is in peft's layout over the base model `model_init` builds:\n\n```python\n"
+            'from peft import PeftModel\nmodel = PeftModel.from_pretrained(base_model, "<this folder>")\n```\n'
+        )
     if transformers_class:
         cls = transformers_class.rsplit(".", 1)[1]
         text += (

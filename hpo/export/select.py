@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
-from hpo.errors import HpoError
-from hpo.spec import RunSpec, Spec, StudySpec
+from hpo.errors import ConfigError, HpoError
+from hpo.spec import RunSpec, Spec, StudySpec, metric_key
+from hpo.storage.lineage import as_records, latest_by_member, member_of, schedule
 from hpo.storage.study_db import load_existing_study, pick_trial
 from hpo.tracking.events import store_location
 from hpo.tracking.store import open_store, trial_run_id
@@ -36,6 +37,12 @@ class ExportSource:
     trial_number: int | None = None
     run_id: str | None = None
     study_summary: dict[str, Any] = field(default_factory=dict)
+    peft_params: dict[str, Any] = field(
+        default_factory=dict
+    )  # the trial's sampled adapter options (peft: files)
+    schedule: list[dict[str, Any]] | None = (
+        None  # PBT: the member's hyperparameters by step (storage.lineage)
+    )
 
 
 # ---- a study ----------------------------------------------------------------------------------------------------
@@ -43,16 +50,27 @@ def study_source(
     spec: StudySpec, *, trial_number: int | None = None, metric: str | None = None
 ) -> ExportSource:
     study = load_existing_study(spec)
+    return trial_source(spec, study, pick_trial(study, spec, trial_number, metric))
+
+
+def trial_source(spec: StudySpec, study: optuna.Study, trial: FrozenTrial) -> ExportSource:
     metrics = list(spec.study.metrics or [])
-    trial = pick_trial(study, spec, trial_number, metric)
     checkpoint = trial_checkpoint(trial)
-    training, model_params = spec.split_params(dict(trial.params))
+    params, steps = dict(trial.params), None
+    if spec.study.scheduler is not None and spec.study.scheduler.type == "pbt":
+        # The weights were trained along a schedule; the member's latest values build the model they load into.
+        trials = study.get_trials(deepcopy=False)
+        steps = as_records(
+            schedule(latest_by_member(trials), member_of(trial, {t.number: t for t in trials}))
+        )
+        params = dict(steps[-1]["params"])
+    training, model_params = spec.split_params(params)
     return ExportSource(
         spec=spec,
         kind="trial",
         checkpoint=checkpoint,
         step=checkpoint_step(checkpoint),
-        params=dict(trial.params),
+        params=params,
         model_params=model_params,
         training=training,
         arguments=checkpoint_arguments(
@@ -65,7 +83,26 @@ def study_source(
         trial_number=trial.number,
         run_id=trial_run_id(study.study_name, trial.number),
         study_summary=summarize_study(study, spec, trial.number),
+        peft_params=spec.peft_params(dict(trial.params)),
+        schedule=steps,
     )
+
+
+def top_sources(spec: StudySpec, k: int, metric: str | None = None) -> list[ExportSource]:
+    """The k best completed trials (by the objective, or by `metric` of several), best first."""
+    study = load_existing_study(spec)
+    metrics, directions = list(spec.study.metrics or []), list(spec.study.directions or [])
+    key = metric_key(metric or spec.export.metric or metrics[0]) if len(metrics) > 1 else metrics[0]
+    if key not in metrics:
+        raise ConfigError(
+            f"--metric {metric}: not an objective of the study; choose one of {', '.join(metrics)}"
+        )
+    index = metrics.index(key)
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.values]
+    if not done:
+        raise HpoError(f"study '{study.study_name}' has no completed trial to export; run `hpo run` first")
+    done.sort(key=lambda t: t.values[index], reverse=directions[index] == "maximize")
+    return [trial_source(spec, study, trial) for trial in done[:k]]
 
 
 def trial_dir(trial: FrozenTrial) -> str:
@@ -114,7 +151,7 @@ def run_source(spec: RunSpec) -> ExportSource:
     if saved:
         best = _best_of_run(saved[-1])
         checkpoint = best if best is not None else saved[-1]
-    elif (output_dir / "model.safetensors").is_file():
+    elif (output_dir / "model.safetensors").is_file() or (output_dir / "adapter_model.safetensors").is_file():
         checkpoint = output_dir
     else:
         raise HpoError(

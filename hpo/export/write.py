@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -24,9 +25,10 @@ from typing import Any
 import torch
 
 from hpo.errors import ConfigError, HpoError
+from hpo.export.adapters import adapter_entry, adapter_model, base_reference, check_same_base, merged_model
 from hpo.export.card import model_card
 from hpo.export.load import load_exported
-from hpo.export.select import ExportSource, run_source, study_source
+from hpo.export.select import ExportSource, run_source, study_source, top_sources
 from hpo.export.weights import checkpoint_state_dict, load_into
 from hpo.spec import RunSpec, StudySpec, Task
 from hpo.tracking.events import store_location
@@ -46,6 +48,9 @@ class ExportResult:
     source: ExportSource
     recorded: dict[str, float]
     reloaded: dict[str, float] = field(default_factory=dict)
+    # --top K: each named adapter's trial source, and its reloaded evaluation
+    adapters: dict[str, ExportSource] = field(default_factory=dict)
+    reloaded_adapters: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def comparison(self) -> list[tuple[str, float | None, float | None]]:
         """(metric, recorded, reloaded) for every eval metric in both, objectives first."""
@@ -65,24 +70,93 @@ def export_study(
     trial_number: int | None = None,
     metric: str | None = None,
     evaluate: bool = True,
+    merge: bool = False,
 ) -> ExportResult:
-    return _export(study_source(spec, trial_number=trial_number, metric=metric), out_dir, evaluate=evaluate)
+    source = study_source(spec, trial_number=trial_number, metric=metric)
+    return _export(source, out_dir, evaluate=evaluate, merge=merge)
 
 
-def export_run(spec: RunSpec, out_dir: str | Path, *, evaluate: bool = True) -> ExportResult:
-    return _export(run_source(spec), out_dir, evaluate=evaluate)
+def export_run(
+    spec: RunSpec, out_dir: str | Path, *, evaluate: bool = True, merge: bool = False
+) -> ExportResult:
+    return _export(run_source(spec), out_dir, evaluate=evaluate, merge=merge)
 
 
-def _export(source: ExportSource, out_dir: str | Path, *, evaluate: bool) -> ExportResult:
-    out_dir = Path(out_dir)
-    _check_destination(out_dir)
-    task = source.spec.task.resolve()
-    model = task.model_init(dict(source.model_params))
-    load_into(model, checkpoint_state_dict(source.checkpoint, model), source=str(source.checkpoint))
+def export_top(
+    spec: StudySpec, out_dir: str | Path, k: int, *, metric: str | None = None, evaluate: bool = True
+) -> ExportResult:
+    """The top k trials' adapters as named adapters (trial-<n>) over one base model, in one folder."""
+    if spec.peft is None:
+        raise ConfigError(
+            "--top: exports the adapters of a study with a peft: section; for full models export one trial (--trial N)"
+        )
+    sources = top_sources(spec, k, metric)
+    check_same_base(sources)
+    given = str(out_dir)
+    out_dir = Path(os.path.abspath(out_dir))  # ".", "a/..": staging and swap need a real name
+    _check_destination(out_dir, given)
+    task = spec.task.resolve()
+    staging = _staging(out_dir)
+    try:
+        entries: dict[str, Any] = {}
+        for source in sources:
+            model = adapter_model(source, task)
+            name = f"trial-{source.trial_number}"
+            model.save_pretrained(str(staging / name))  # peft's layout of a named adapter: <folder>/<name>/
+            entries[name] = adapter_entry(source, model)
+            base = base_reference(model, source)
+        names = list(entries)
+        adapter_info = {"base": base, "adapters": entries, "default": names[0]}
+        _write_folder(staging, sources[0], None, task, adapter_info)
+        _replace(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    result = ExportResult(out_dir, sources[0], sources[0].recorded_metrics)
+    result.adapters = dict(zip(names, sources, strict=True))
+    if evaluate:
+        for name, source in result.adapters.items():
+            result.reloaded_adapters[name] = evaluate_export(out_dir, source, adapter=name)
+        result.reloaded = result.reloaded_adapters[names[0]]
+    _record_artifact(sources[0], out_dir)
+    return result
+
+
+def _staging(out_dir: Path) -> Path:
     staging = out_dir.parent / f".{out_dir.name}.export-{int(time.time() * 1000)}"
     staging.mkdir(parents=True)
+    return staging
+
+
+def _export(
+    source: ExportSource, out_dir: str | Path, *, evaluate: bool, merge: bool = False
+) -> ExportResult:
+    given = str(out_dir)
+    out_dir = Path(
+        os.path.abspath(out_dir)
+    )  # ".", "a/..": the staging and previous siblings need a real name
+    _check_destination(out_dir, given)
+    task = source.spec.task.resolve()
+    adapter_info = None
+    if source.spec.peft is not None:
+        model = adapter_model(source, task)
+        if merge:
+            model = merged_model(model)
+        else:
+            adapter_info = {
+                "base": base_reference(model, source),
+                "adapters": {"default": adapter_entry(source, model)},
+                "default": "default",
+            }
+    else:
+        if merge:
+            raise ConfigError(
+                "--merge: merges an adapter into its base model; this file trains no adapter (peft:)"
+            )
+        model = task.model_init(dict(source.model_params))
+        load_into(model, checkpoint_state_dict(source.checkpoint, model), source=str(source.checkpoint))
+    staging = _staging(out_dir)
     try:
-        _write_folder(staging, source, model, task)
+        _write_folder(staging, source, model, task, adapter_info)
         _replace(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -93,7 +167,15 @@ def _export(source: ExportSource, out_dir: str | Path, *, evaluate: bool) -> Exp
     return result
 
 
-def _check_destination(out_dir: Path) -> None:
+def _check_destination(out_dir: Path, given: str) -> None:
+    """An earlier export is replaced as a whole; anything else that is not empty is the user's, and is refused. The
+    current folder (or one holding it) is refused too: swapping it away would leave the shell in a deleted folder."""
+    cwd = Path.cwd()
+    if out_dir == cwd or out_dir in cwd.parents:
+        raise ConfigError(
+            f"--out {given}: the export replaces its folder as a whole, and this is the current folder; give another "
+            f"folder, e.g. --out {out_dir.parent / (out_dir.name + '-export')}"
+        )
     if out_dir.exists() and (
         not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / EXPORT_MANIFEST).exists())
     ):
@@ -102,9 +184,23 @@ def _check_destination(out_dir: Path) -> None:
         )
 
 
-def _write_folder(folder: Path, source: ExportSource, model: torch.nn.Module, task: Task) -> None:
-    transformers_class = _transformers_class(model)
-    if transformers_class:
+def _write_folder(
+    folder: Path,
+    source: ExportSource,
+    model: torch.nn.Module | None,
+    task: Task,
+    adapter_info: dict[str, Any] | None = None,
+) -> None:
+    """The export folder; `model` None: the adapters are already written (--top), `adapter_info` says what they are."""
+    transformers_class = None if model is None or adapter_info else _transformers_class(model)
+    if adapter_info is not None:
+        if model is not None:
+            model.save_pretrained(
+                str(folder)
+            )  # peft's layout: adapter_config.json + adapter_model.safetensors
+        if task.tokenizer is not None:
+            task.tokenizer().save_pretrained(str(folder))
+    elif transformers_class:
         model.save_pretrained(str(folder))
         if task.tokenizer is not None:
             task.tokenizer().save_pretrained(str(folder))
@@ -124,17 +220,21 @@ def _write_folder(folder: Path, source: ExportSource, model: torch.nn.Module, ta
         "metrics": source.recorded_metrics,
         "objectives": dict(zip(source.metrics, source.values or [], strict=False)),
         "exported_at": time.time(),
+        "adapter": adapter_info,
+        "merged_adapter": source.spec.peft is not None and adapter_info is None,
     }
     _write_json(folder / EXPORT_MANIFEST, manifest)
     hyperparameters = {
         "params": source.params,
         "model_init_params": source.model_params,
         "training": source.training,
+        **({"schedule": source.schedule} if source.schedule is not None else {}),
     }
     _write_json(folder / "hyperparameters.json", hyperparameters)
     _write_json(folder / "metrics.json", source.recorded_metrics)
     _write_json(folder / "training_args.json", source.arguments)
-    (folder / "README.md").write_text(model_card(source, transformers_class), encoding="utf-8")
+    card = model_card(source, transformers_class, adapters=(adapter_info or {}).get("adapters"))
+    (folder / "README.md").write_text(card, encoding="utf-8")
 
 
 def _transformers_class(model: torch.nn.Module) -> str | None:
@@ -158,13 +258,13 @@ def _replace(staging: Path, out_dir: Path) -> None:
     shutil.rmtree(previous, ignore_errors=True)
 
 
-def evaluate_export(out_dir: Path, source: ExportSource) -> dict[str, float]:
+def evaluate_export(out_dir: Path, source: ExportSource, adapter: str | None = None) -> dict[str, float]:
     """Reload the exported folder like a user would and evaluate it on the task's eval set (one process)."""
     task = source.spec.task.resolve()
     _, eval_dataset = task.data(dict(source.model_params))
     if eval_dataset is None:
         return {}
-    model = load_exported(out_dir)
+    model = load_exported(out_dir, adapter=adapter)
     with tempfile.TemporaryDirectory(prefix="hpo-export-eval-") as scratch:
         args = evaluation_arguments(source, scratch)
         trainer = Trainer(
@@ -199,6 +299,9 @@ def _record_artifact(source: ExportSource, out_dir: Path) -> None:
         return
     try:
         with open_store(location) as store:
-            store.add_artifact(source.run_id, "export", out_dir / "model.safetensors", step=source.step)
+            weights = out_dir / "model.safetensors"
+            store.add_artifact(
+                source.run_id, "export", weights if weights.is_file() else out_dir, step=source.step
+            )
     except Exception as error:  # the export itself is done; a missing artifact row must not undo it
         logger.warning("could not record the export in %s: %s", location, error)

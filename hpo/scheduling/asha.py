@@ -85,29 +85,26 @@ def hopeless(
     if new_configurations is None:
         return []
     out: list[RungTrial] = []
+    gone: set[int] = set()
+    rungs = sorted({t.rung for t in trials if t.paused})
+    # Rankings do not change as trials drop out (an ended trial keeps its rung values); only who may still arrive does.
+    places = {
+        rung: {t.number: i + 1 for i, t in enumerate(ranking(trials, rung, maximize))} for rung in rungs
+    }
     while True:  # one out can make another out: it no longer counts as a trial that may still arrive above it
-        gone = {t.number for t in out}
-        found = [
-            t
-            for t in trials
-            if t.paused
-            and t.number not in gone
-            and _out_of_reach(t, trials, gone, eta, maximize, new_configurations)
-        ]
+        alive = [t.rung for t in trials if (t.paused or t.running) and t.number not in gone]
+        found = []
+        for trial in trials:
+            if not trial.paused or trial.number in gone:
+                continue
+            rung, ranked = trial.rung, places[trial.rung]
+            most = len(ranked) + sum(1 for r in alive if r < rung) + new_configurations
+            if ranked.get(trial.number, len(ranked) + 1) > most // eta:
+                found.append(trial)
         if not found:
             return out
         out += found
-
-
-def _out_of_reach(
-    trial: RungTrial, trials: list[RungTrial], gone: set[int], eta: int, maximize: bool, new: int
-) -> bool:
-    rung = trial.rung
-    ranked = ranking(trials, rung, maximize)
-    alive_below = sum(1 for t in trials if (t.paused or t.running) and t.rung < rung and t.number not in gone)
-    most = len(ranked) + alive_below + new
-    place = next((i for i, t in enumerate(ranked) if t.number == trial.number), len(ranked)) + 1
-    return place > most // eta
+        gone |= {t.number for t in found}
 
 
 def rung_counts(trials: list[RungTrial], rungs: int) -> list[dict[str, int]]:

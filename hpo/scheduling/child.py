@@ -27,12 +27,14 @@ from typing import Any
 import optuna
 import torch
 
+from hpo.scheduling.pbt import PbtPlan, pbt_pause_callback
 from hpo.scheduling.promotion import AshaPlan, pause_callback
 from hpo.spec import StudySpec
 from hpo.tracking.wandb_callback import release_wandb, wandb_imported
 from hpo.trial.callbacks import InterruptCallback, SlotStatusCallback, on_sigterm
 from hpo.trial.run import run_trial
 from trainer import TrainerCallback
+from trainer.hyperparams import HyperparameterSchedule
 from trainer.launch import free_port
 
 _PR_SET_PDEATHSIG = 1
@@ -54,6 +56,11 @@ class TrialJob:
     asha: AshaPlan | None = None  # pause at its rungs (hpo.scheduling.promotion)
     lock_dir: Path | None = None
     gpu_shared: Callable[[], int] | None = None  # other trials on this trial's GPU (the GPU gate's count)
+    pbt: PbtPlan | None = None  # pause at every interval (hpo.scheduling.pbt)
+    member_params: dict[str, Any] | None = None  # a PBT member's current values, in place of the sampled ones
+    changes: dict[int, dict[str, Any]] = field(
+        default_factory=dict
+    )  # applied at those steps (a copied checkpoint)
 
 
 @dataclass
@@ -122,6 +129,10 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
     if job.asha is not None:
         lock_dir = job.lock_dir or Path(job.spec.output_dir)
         callbacks.append(pause_callback(job.study, job.trial, job.asha, lock_dir, rank_zero=rank == 0))
+    if job.pbt is not None:
+        callbacks.append(pbt_pause_callback(job.trial, job.pbt, rank_zero=rank == 0))
+    if job.changes:
+        callbacks.append(HyperparameterSchedule(job.changes, job.spec.task.resolve().mutable))
     try:
         # No gc.collect() at the end: this process exits right after, and the system takes its memory back at once.
         outcome = run_trial(
@@ -132,6 +143,7 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
             extra_callbacks=callbacks,
             release_memory=False,
             gpu_shared=job.gpu_shared,
+            params=job.member_params,
         )
     except KeyboardInterrupt:
         if connection is not None:

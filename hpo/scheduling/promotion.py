@@ -5,7 +5,7 @@
         end paused trials that can never be promoted: PRUNED at their rung with its value; their checkpoints go
         a queued retry (a crashed trial continuing from its checkpoint) first
         else the ASHA rule (hpo.scheduling.asha.next_promotion): resume that paused trial from its checkpoint
-        else, while n_trials allows, a new configuration
+        else, while n_trials allows, a new configuration (an `enqueue:` one first, else the sampler's)
         else nothing (the worker waits while trials run, and leaves when none does)
 
 A trial reaching a rung records its value there from its own process (`rung_decider`), and, when the rule would
@@ -50,11 +50,12 @@ class AshaPlan:
     maximize: bool
     resource: str
     metric: str
+    in_place: bool = True
 
     @classmethod
     def of(cls, spec: StudySpec) -> AshaPlan | None:
         scheduler = spec.study.scheduler
-        if scheduler is None:
+        if scheduler is None or scheduler.type != "asha":
             return None
         assert scheduler.max_resource is not None  # filled by the spec's validator
         levels = rung_levels(scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor)
@@ -64,11 +65,14 @@ class AshaPlan:
             maximize=(spec.study.directions or ["minimize"])[0] == "maximize",
             resource=scheduler.resource,
             metric=(spec.study.metrics or ["eval_loss"])[0],
+            in_place=scheduler.continue_in_place,
         )
 
 
-def rung_trial(trial: FrozenTrial, plan: AshaPlan) -> RungTrial:
-    values = values_by_rung(pause.boundaries(trial), list(plan.levels))
+def rung_trial(trial: FrozenTrial, plan: AshaPlan, inherited: dict[int, float] | None = None) -> RungTrial:
+    """`inherited`: the rung values of the trials a retry continues (a crashed trial queued again from its checkpoint
+    is a new Optuna trial; its path through the rungs is its predecessors' path)."""
+    values = values_by_rung({**(inherited or {}), **pause.boundaries(trial)}, list(plan.levels))
     paused = pause.is_paused(trial)
     running = trial.state == TrialState.RUNNING
     top = max(values, default=-1)
@@ -79,11 +83,32 @@ def rung_trial(trial: FrozenTrial, plan: AshaPlan) -> RungTrial:
 
 
 def rung_table(study: optuna.Study, plan: AshaPlan) -> list[RungTrial]:
-    return [
-        rung_trial(t, plan)
-        for t in study.get_trials(deepcopy=False)
-        if t.state != TrialState.WAITING or pause.is_paused(t)
-    ]
+    """Every configuration once: a trial failed and queued again is represented by its retry (queued or running),
+    which inherits its rung values."""
+    trials = study.get_trials(deepcopy=False)
+    by_number = {t.number: t for t in trials}
+    table = []
+    for trial in trials:
+        queued = trial.state == TrialState.WAITING and not pause.is_paused(trial)
+        if queued and "requeued_from_trial" not in trial.user_attrs:
+            continue  # an enqueued configuration not started yet: n_trials still counts it as to come
+        if trial.state == TrialState.FAIL and trial.user_attrs.get("requeued"):
+            continue  # its retry stands for it
+        entry = rung_trial(trial, plan, _inherited(trial, by_number))
+        entry.running = entry.running or queued  # a queued retry is alive: it will go on from its checkpoint
+        table.append(entry)
+    return table
+
+
+def _inherited(trial: FrozenTrial, by_number: dict[int, FrozenTrial]) -> dict[int, float]:
+    values: dict[int, float] = {}
+    seen = {trial.number}
+    previous = trial.user_attrs.get("requeued_from_trial")
+    while isinstance(previous, int) and previous in by_number and previous not in seen:
+        seen.add(previous)
+        values = {**pause.boundaries(by_number[previous]), **values}
+        previous = by_number[previous].user_attrs.get("requeued_from_trial")
+    return values
 
 
 # ---- claiming (under the claim lock) ---------------------------------------------------------------------------
@@ -94,16 +119,16 @@ def claim_work(
     end_hopeless(study, plan, n_trials)
     remaining = remaining_trials(study, n_trials)
     if remaining is None or remaining > 0:
-        queued = ask_queued(study)
-        if queued is not None:
-            return queued
+        retry = ask_queued(study, retries_only=True)  # work already promoted, continuing from its checkpoint
+        if retry is not None:
+            return retry
     promotion = next_promotion(rung_table(study, plan), len(plan.levels), plan.eta, plan.maximize)
     if promotion is not None:
         resumed = resume(study, promotion.number, owner)
         if resumed is not None:
             return resumed
     if remaining is None or remaining > 0:
-        return ask_new(study)
+        return ask_queued(study) or ask_new(study)  # `enqueue:` configurations first, then the sampler's
     return None
 
 
@@ -112,7 +137,9 @@ def resume(study: optuna.Study, number: int, owner: dict[str, Any]) -> optuna.Tr
     checkpoint = pause.checkpoint_of(frozen) if frozen is not None else None
     if frozen is None or checkpoint is None:
         return None
-    return pause.resume_trial(study, trial_id(frozen), {**owner, "resume_from": str(checkpoint)})
+    step = pause.pause_info(frozen).get("step")
+    attrs = {**owner, "resume_from": str(checkpoint), "promoted_at_step": step}
+    return pause.resume_trial(study, trial_id(frozen), attrs)
 
 
 def end_hopeless(study: optuna.Study, plan: AshaPlan, n_trials: int | None) -> list[int]:
@@ -147,11 +174,14 @@ def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_
         if value is not None:
             pause.record_boundary(study, trial_id(trial), point, value)
             trial.report(value, point)
+        if not plan.in_place:
+            return True
         with claim_lock(storage_of(study), study.study_name, lock_dir):
             table = rung_table(study, plan)
             for entry in table:
-                if entry.number == trial.number:
-                    entry.paused, entry.running = True, False  # as the rule would see it, paused here
+                if entry.number == trial.number:  # as the rule would see it, paused here and not promoted yet
+                    entry.paused, entry.running = True, False
+                    entry.promoted.discard(entry.rung)
             choice = next_promotion(table, len(plan.levels), plan.eta, plan.maximize)
             record_heartbeat(study, trial)
             return choice is None or choice.number != trial.number

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpo.spec import StudySpec
+from hpo.storage.pause import is_paused
 
 GiB = 1 << 30
 
@@ -56,8 +57,11 @@ class EtaEstimator:
 
 
 def study_counts(study: optuna.Study) -> dict[str, int]:
+    """Trials by state; paused trials (ASHA) apart from queued ones, though both are WAITING to Optuna."""
     trials = study.get_trials(deepcopy=False)
-    return {state.name.lower(): n for state in TrialState if (n := sum(t.state == state for t in trials))}
+    names = ["paused" if is_paused(t) else t.state.name.lower() for t in trials]
+    order = [state.name.lower() for state in TrialState] + ["paused"]
+    return {name: n for name in order if (n := names.count(name))}
 
 
 def render_table(

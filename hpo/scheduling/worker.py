@@ -55,6 +55,7 @@ from optuna.trial import TrialState
 
 from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, run_trial_processes
 from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
+from hpo.scheduling.pbt import PbtPlan, claim_pbt_work, member_setup
 from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints
 from hpo.scheduling.slots import Slot
 from hpo.spec import StudySpec
@@ -126,17 +127,24 @@ def claim_trial(
     lock_dir: Path,
     policy: RetryPolicy | None = None,
     asha: AshaPlan | None = None,
+    pbt: PbtPlan | None = None,
 ) -> optuna.Trial | str | None:
     """A trial to run, WAIT, or None when the study has nothing left for this worker. With `asha` the next piece of
-    work is a queued retry, a promotion or a new configuration (hpo.scheduling.promotion)."""
+    work is a queued retry, a promotion or a new configuration (hpo.scheduling.promotion); with `pbt`, a retry, a
+    member to resume (after its interval's decisions) or a new member (hpo.scheduling.pbt)."""
     if policy is not None:
         for number in fail_stale_trials(study, policy):
             logger.warning("trial %d: its worker stopped beating; queued again", number)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna warns that heartbeats are meant for Study.optimize
         with claim_lock(storage_of(study), study.study_name, lock_dir):
-            if asha is not None:
-                claimed = claim_work(study, asha, n_trials, {"worker": worker_identity()})
+            if asha is not None or pbt is not None:
+                owner = {"worker": worker_identity()}
+                claimed = (
+                    claim_work(study, asha, n_trials, owner)
+                    if asha is not None
+                    else claim_pbt_work(study, pbt, owner)  # type: ignore[arg-type]
+                )
                 if claimed is not None:
                     record_heartbeat(study, claimed)
                     return claimed
@@ -159,7 +167,10 @@ def make_gate(config: WorkerConfig) -> GpuGate | None:
         return None
     reader = config.gpu_memory or default_reader()
     gpu = slot.devices[0]
-    return GpuGate(gate_dir(config.spec.output_dir, gpu), gpu, slot.index, slot.packing, reader, slot.threads)
+    directory = gate_dir(config.spec.output_dir, gpu)
+    return GpuGate(
+        directory, gpu, slot.index, slot.packing, reader, slot.threads, status_file=status_file(config)
+    )
 
 
 def wait_for_room(
@@ -179,6 +190,7 @@ def wait_for_room(
         decision = gate.admit(study, trial.number, params, alone=alone)
         if decision.start:
             trial.set_user_attr("gpu_admission", decision.reason)
+            trial.set_user_attr("gpu_admitted_at", time.time())
             return True
         if stop.level:
             return False
@@ -210,6 +222,11 @@ def run_one(
     if gate is not None and not wait_for_room(gate, study, trial, params, stop, status_file(config), config):
         return ChildResult(None, interrupted_at=-1)  # stopped while waiting for the GPU: queued again
     resume_from = _resume_from(trial)
+    pbt = PbtPlan.of(config.spec)
+    member_params, changes = member_setup(study, trial, resume_from) if pbt is not None else (None, {})
+    promoted_at = trial.user_attrs.get(
+        "promoted_at_step"
+    )  # set when ASHA resumed it (hpo.scheduling.promotion)
     job = TrialJob(
         spec=config.spec,
         study=study,
@@ -225,6 +242,9 @@ def run_one(
         asha=AshaPlan.of(config.spec),
         lock_dir=Path(config.spec.output_dir),
         gpu_shared=(lambda: gate.others_running() or int(gate.shared)) if gate is not None else None,
+        pbt=pbt,
+        member_params=member_params,
+        changes=changes,
     )
     if job.status_file is not None:
         write_status(job.status_file, {**job.status_base, "state": "starting"})
@@ -244,6 +264,10 @@ def run_one(
     if result.first_step_at is not None and result.outcome is not None:
         # From ask to the first training step: fork, imports already warm, data, model, Trainer set-up.
         result.outcome.user_attrs["startup_s"] = round(result.first_step_at - claimed_at, 3)
+        if promoted_at is not None:  # a promotion: that start-up also restored the checkpoint
+            resumes = list(trial.user_attrs.get("resumes") or [])
+            entry = {"step": promoted_at, "restart_restore_s": result.outcome.user_attrs["startup_s"]}
+            result.outcome.user_attrs.update(resumes=[*resumes, entry], promoted_at_step=None)
     return result
 
 
@@ -314,12 +338,22 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
 
 
 def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: WorkerConfig) -> str:
-    """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database."""
-    set_user_attrs(study, trial, outcome.user_attrs)
+    """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database.
+    Attributes first: once paused, another worker may end it (PRUNED) at any moment, and then it is read-only."""
+    record_heartbeat(study, trial)
     step = int(outcome.user_attrs["paused_step"])
     checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
     value = outcome.values[0] if outcome.values else None
+    decided_at = outcome.user_attrs.pop("pause_decided_at", None)
+    if decided_at is not None:  # the pause's cost: the checkpoint, the end of the process, the database
+        entry = {"step": step, "value": value, "at": round(decided_at, 3)}
+        entry["save_exit_s"] = round(time.time() - decided_at, 3)
+        outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
     drop_older_checkpoints(checkpoint)
+    try:
+        set_user_attrs(study, trial, outcome.user_attrs)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return "lost"  # failed meanwhile (a stale heartbeat): its retry goes on from the checkpoint
     if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
         return "lost"
     _event(config, trial.number, "paused", f"paused at step {step} (value {value})", step=step)
@@ -364,7 +398,12 @@ def run_worker(config: WorkerConfig) -> int:
             continue
         claimed_at = time.time()
         claimed = claim_trial(
-            study, config.n_trials, lock_dir, retry_policy(config), AshaPlan.of(config.spec)
+            study,
+            config.n_trials,
+            lock_dir,
+            retry_policy(config),
+            AshaPlan.of(config.spec),
+            PbtPlan.of(config.spec),
         )
         if claimed is None:
             break

@@ -61,7 +61,7 @@ def describe_yaml_error(error: yaml.MarkedYAMLError) -> str:
 def load_yaml_file(path: str | Path) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
-        raise ConfigError(f"{file}: file not found")
+        raise ConfigError(f"{file}: no such file")
     data = parse_yaml(file.read_text(encoding="utf-8"), source=str(file))
     if data is None:
         raise ConfigError(f"{file}: the file is empty")

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import PrivateAttr, field_validator, model_validator
 
+from hpo.spec import adapters
 from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path
@@ -45,6 +46,7 @@ class RunSpec(Section):
     callbacks: list[CallbackSpec] = []  # e.g. [{early_stopping: {patience: 3}}] (hpo.spec.callbacks)
     tracking: TrackingSpec = TrackingSpec()
     export: ExportSpec = ExportSpec()
+    peft: dict[str, Any] | None = None  # train an adapter: {method: lora, r: 8, ...} (hpo.spec.adapters)
 
     _source: str | None = PrivateAttr(default=None)
 
@@ -56,6 +58,9 @@ class RunSpec(Section):
 
     @model_validator(mode="after")
     def _check_training(self) -> RunSpec:
+        if self.peft is not None:
+            adapters.check_section(self.peft)
+            adapters.check_strategy(self.training)
         args = check_training(self.training, prefix="training")
         field = (
             "training.strategy" if self.training.get("strategy", "auto") != "auto" else "training.deepspeed"

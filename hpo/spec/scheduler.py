@@ -25,6 +25,9 @@ class SchedulerSpec(Section):
     min_resource: int = Field(1, ge=1)
     max_resource: int | None = Field(None, ge=1)
     reduction_factor: int = Field(3, ge=2)
+    # A trial the rule would promote the moment it reaches its rung trains on without pausing. false: every promotion
+    # is a pause and a resume (the paper's ASHA; what a promotion costs shows in `hpo status`).
+    continue_in_place: bool = True
 
     def training_length_key(self) -> str:
         return "max_steps" if self.resource == "steps" else "num_train_epochs"

@@ -6,8 +6,8 @@
     dropout:       {type: float, low: 0.0, high: 0.5, when: {activation: gelu}}   # sampled only when the condition holds
     seed:          {type: fixed, value: 0, target: model}
 
-A parameter named like a TrainingArguments field goes to the arguments, any other to `model_init(params)`;
-`target:` overrides that. The study spec fills in `target` once it knows the TrainingArguments fields.
+A parameter named like a TrainingArguments field goes to the arguments, one named like an option of the file's `peft:`
+method to the adapter's config (hpo.spec.adapters), any other to `model_init(params)`; `target:` overrides that. The study spec fills in `target` once it knows the TrainingArguments fields.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class ParamSpec(Section):
     choices: list[Scalar] | None = None
     value: Any = None
     when: dict[str, Scalar | list[Scalar]] | None = None
-    target: Literal["model", "training"] | None = None
+    target: Literal["model", "training", "peft"] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ParamSpec:

@@ -43,8 +43,9 @@ class ResourcesSpec(Section):
         as the GPU's memory and the CPU cores allow (each trial needs at least threads_per_trial cores, default 1).
         Beyond the first, a trial starts on a GPU only when NVML shows free memory for the study's largest measured
         peak (scaled by the batch size or sequence length when the next trial's is larger) plus a margin; until one
-        trial of the study has been measured the first runs alone. A trial that runs out of GPU memory while sharing
-        is queued again (from its checkpoint), not failed. See `hpo.scheduling.gpu_gate`.
+        trial of the study has been measured (ended, or two steps taken on the GPU) the first runs alone. A trial
+        that runs out of GPU memory while sharing is queued again (from its checkpoint, to run alone), not failed. See
+        `hpo.scheduling.gpu_gate`.
     ranks_per_trial: processes per trial. On CPU (no GPU, or --workers) it makes each trial an n-rank gloo job under
         `strategy`; on GPUs each rank drives one GPU, so leave it unset or equal to gpus_per_trial.
     strategy: ddp (default) | fsdp | deepspeed: how the ranks of a multi-rank trial share the work. A

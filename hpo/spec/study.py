@@ -13,13 +13,15 @@ import warnings
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from hpo.spec import adapters
 from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
-from hpo.spec.errors import FieldProblem, SpecError, join_path
+from hpo.spec.errors import FieldProblem, SpecError, join_path, problems_from_validation_error
 from hpo.spec.extras import check_strategy_installed
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
+from hpo.spec.pbt import PbtSchedulerSpec, check_pbt
 from hpo.spec.run import check_training
 from hpo.spec.scheduler import SchedulerSpec
 from hpo.spec.search_space import ParamSpec
@@ -76,10 +78,25 @@ class StudySection(Section):
     timeout: float | None = Field(None, gt=0)
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec | None = None  # default: median for one objective with evaluations, else none
-    scheduler: SchedulerSpec | None = None  # pauses and promotes trials (ASHA); excludes a pruner
+    # Pauses trials and continues some (ASHA promotions, PBT members); excludes a pruner. `type:` picks the kind.
+    scheduler: SchedulerSpec | PbtSchedulerSpec | None = None
     enqueue: list[dict[str, Any]] = []
     max_failures: int | None = Field(None, ge=1)
     keep_checkpoints: KeepCheckpointsSpec = KeepCheckpointsSpec()
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _scheduler_kind(cls, value: Any) -> Any:
+        """`type: pbt` is population-based training, any other ASHA; built here so an error names the field
+        (study.scheduler.population), not the union member pydantic tried."""
+        if not isinstance(value, dict):
+            return value
+        model = PbtSchedulerSpec if value.get("type") == "pbt" else SchedulerSpec
+        try:
+            return model.model_validate(value)
+        except ValidationError as error:
+            path, message = problems_from_validation_error(error, model)[0]
+            raise FieldProblem(path, message) from None
 
     @field_validator("storage")
     @classmethod
@@ -145,6 +162,7 @@ class StudySpec(Section):
     callbacks: list[CallbackSpec] = []
     tracking: TrackingSpec = TrackingSpec()
     export: ExportSpec = ExportSpec()
+    peft: dict[str, Any] | None = None  # train an adapter: {method: lora, r: 8, ...} (hpo.spec.adapters)
 
     _source: str | None = PrivateAttr(default=None)
 
@@ -156,7 +174,9 @@ class StudySpec(Section):
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
+        adapters.check_section(self.peft)
         self._resolve_targets()
+        self._check_peft_params()
         self._check_scheduler()
         _check_conditions(self.search_space)
         self._check_training()
@@ -172,9 +192,16 @@ class StudySpec(Section):
     # ---- validation steps -------------------------------------------------------------------------------------
     def _resolve_targets(self) -> None:
         fields = training_field_names()
+        peft_options = adapters.option_names(adapters.method_of(self.peft)) if self.peft else ()
         for name, param in self.search_space.items():
             if param.target is None:
-                param.target = "training" if name in fields else "model"
+                param.target = "training" if name in fields else "peft" if name in peft_options else "model"
+            elif param.target == "peft" and name not in peft_options:
+                if not self.peft:
+                    raise FieldProblem(
+                        f"search_space.{name}.target", "peft needs a peft: section (its method)"
+                    )
+                adapters.check_options(adapters.method_of(self.peft), {name: None}, where="search_space")
             elif param.target == "training" and name not in fields:
                 close = difflib.get_close_matches(name, fields, n=1)
                 hint = f"did you mean {close[0]}?" if close else "use target: model"
@@ -199,6 +226,23 @@ class StudySpec(Section):
                         f"the value {value!r} makes the training arguments invalid: "
                         f"{join_path('training', problem.field)}: {problem.message}",
                     ) from problem
+
+    def _check_peft_params(self) -> None:
+        """Each value an adapter parameter can take must make a config peft accepts, with the section's options."""
+        for name, param in self.search_space.items():
+            if param.target != "peft":
+                continue
+            for value in param.extremes():
+                try:
+                    adapters.build_config(self.peft or {}, {name: value})
+                except FieldProblem as problem:
+                    raise FieldProblem(
+                        f"search_space.{name}",
+                        f"the value {value!r} makes the peft config invalid: {problem.message}",
+                    ) from problem
+        if self.peft:
+            multi_rank = self.resources.strategy if self.resources.ranks > 1 else None
+            adapters.check_strategy(self.training, multi_rank)
 
     def _check_strategy(self) -> None:
         """`training.strategy` and `resources.strategy` name how a multi-rank trial runs; they must agree."""
@@ -267,6 +311,8 @@ class StudySpec(Section):
             )
         self.study.pruner = PrunerSpec(type="none")
         self.training = scheduler.settle(self.training)
+        if scheduler.type == "pbt":
+            check_pbt(self)
 
     def _choose_pruner(self) -> None:
         evaluates = self.evaluation_always_on()
@@ -343,10 +389,15 @@ class StudySpec(Section):
         return {name: p for name, p in self.search_space.items() if p.target == "training"}
 
     def split_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(TrainingArguments overrides, model_init params) of a trial; model params include the file's `model:`."""
+        """(TrainingArguments overrides, model_init params) of a trial; model params include the file's `model:`.
+        Adapter parameters are in neither (see `peft_params`)."""
         training = {k: v for k, v in params.items() if self._target(k) == "training"}
-        model = {**self.model, **{k: v for k, v in params.items() if self._target(k) != "training"}}
+        model = {**self.model, **{k: v for k, v in params.items() if self._target(k) == "model"}}
         return training, model
+
+    def peft_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The sampled options of the adapter's config (search_space entries with target peft)."""
+        return {k: v for k, v in params.items() if self._target(k) == "peft"}
 
     def _target(self, name: str) -> str:
         param = self.search_space.get(name)

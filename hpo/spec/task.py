@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ class Task:
     collator: Callable[..., Any] | None = None
     compute_metrics: Callable[..., Any] | None = None
     tokenizer: Callable[[], Any] | None = None
+    # Model hyperparameters a running model can take on (PBT): name -> set(model, value).
+    mutable: dict[str, Callable[[Any, Any], None]] = field(default_factory=dict)
 
 
 class TaskSpec(Section):
@@ -38,6 +40,9 @@ class TaskSpec(Section):
     collator: str | None = None
     compute_metrics: str | None = None
     tokenizer: str | None = None
+    mutable: dict[
+        str, str
+    ] = {}  # model parameters PBT may change mid-run, e.g. {dropout: my_task:set_dropout}
 
     # The folder of the YAML file: modules next to it are importable.
     _base_dir: str | None = PrivateAttr(default=None)
@@ -48,6 +53,11 @@ class TaskSpec(Section):
     @classmethod
     def _import_path_shape(cls, value: str | None) -> str | None:
         return None if value is None else check_import_path(value)
+
+    @field_validator("mutable")
+    @classmethod
+    def _mutable_paths(cls, value: dict[str, str]) -> dict[str, str]:
+        return {name: check_import_path(path) for name, path in value.items()}
 
     @property
     def base_dir(self) -> str | None:
@@ -78,6 +88,10 @@ class TaskSpec(Section):
             collator=load("collator", None),
             compute_metrics=load("compute_metrics", None),
             tokenizer=load("tokenizer", 0),
+            mutable={
+                name: resolve_callable(path, field=f"{prefix}task.mutable.{name}", base_dir=self._base_dir)
+                for name, path in self.mutable.items()
+            },
         )
 
 

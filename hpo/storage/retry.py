@@ -33,6 +33,9 @@ from hpo.storage.study_db import stale_trial_ids, storage_of
 from trainer.checkpoint import latest_checkpoint
 
 logger = logging.getLogger(__name__)
+# What a retry inherits from the trial it continues: one queued to run alone after running out of GPU memory beside
+# others (hpo.scheduling.gpu_gate) still runs alone when that retry is interrupted or crashes in turn.
+CARRIED_ATTRS = ("oom_retry",)
 
 
 @dataclass
@@ -160,6 +163,7 @@ def requeue(
         "requeued_from_trial": trial.number,
         "retry_count": retries,
         "retry_reason": reason,
+        **{name: trial.user_attrs[name] for name in CARRIED_ATTRS if name in trial.user_attrs},
         **(retry_attrs or {}),
     }
     checkpoint = resume_point(trial, policy.output_dir)

@@ -141,6 +141,13 @@ def pick_trial(
     """The trial to export or retrain: trial `number` when given, else the best one; with several objectives, the
     Pareto-front trial best at `metric` (`--metric`, else the file's `export.metric`)."""
     metrics, directions = list(spec.study.metrics or []), list(spec.study.directions or [])
+    if number is not None and metric is not None:  # two ways to pick a trial: a silent winner would surprise
+        raise ConfigError(f"--metric: --trial {number} names the trial; give one of --trial and --metric")
+    if metric is not None and len(metrics) == 1 and metric_key(metric) != metrics[0]:
+        raise ConfigError(
+            f"--metric {metric}: the study has one objective ({metrics[0]}), whose best trial is taken; leave "
+            "--metric out, or pick a trial with --trial N"
+        )
     if number is not None:
         found = [t for t in study.get_trials(deepcopy=False) if t.number == number]
         if not found:
@@ -211,13 +218,16 @@ def frozen(study: optuna.Study, trial: optuna.Trial) -> FrozenTrial:
     return storage_of(study).get_trial(trial_id(trial))
 
 
-def ask_queued(study: optuna.Study) -> optuna.Trial | None:
+def ask_queued(study: optuna.Study, *, retries_only: bool = False) -> optuna.Trial | None:
     """`study.ask()` limited to queued trials (retries, `enqueue:`): pops a WAITING trial that is not paused, or None.
-    A study whose trials pause (hpo.storage.pause) must not hand a paused trial out as if it were queued."""
+    A study whose trials pause (hpo.storage.pause) must not hand a paused trial out as if it were queued.
+    `retries_only`: only trials queued again after a crash or interrupt (`requeued_from_trial`), not `enqueue:` ones."""
     study._thread_local.cached_all_trials = None  # noqa: SLF001 - as study.ask(): the sampler sees fresh trials
     storage = storage_of(study)
     for trial in storage.get_all_trials(study_id(study), deepcopy=False, states=(TrialState.WAITING,)):
-        if trial.system_attrs.get(PAUSED_ATTR):
+        if trial.system_attrs.get(PAUSED_ATTR) or (
+            retries_only and "requeued_from_trial" not in trial.user_attrs
+        ):
             continue
         try:
             if storage.set_trial_state_values(trial._trial_id, state=TrialState.RUNNING):  # noqa: SLF001

@@ -10,6 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import StudySpec
+from hpo.storage.lineage import current_params
 from hpo.storage.urls import redact
 
 
@@ -36,7 +37,9 @@ class TrialSummary:
             number=trial.number,
             state=trial.state.name,
             values=list(trial.values) if trial.values is not None else None,
-            params=dict(trial.params),
+            params=current_params(
+                trial
+            ),  # a PBT member's latest values (what its weights were last trained with)
             best_step=attrs.get("best_step"),
             best_checkpoint=attrs.get("best_checkpoint"),
             run_dir=attrs.get("run_dir"),

@@ -5,7 +5,8 @@
     on_log          one metrics row per number of every log record, at the global step
     on_evaluate     "evaluated" event with the evaluation's metrics
     on_save         a checkpoint artifact (sha256 and size computed off the training thread)
-    on_train_end    the final TrainerState, end time and memory peaks (peak_gpu_memory, peak_rss); rows flushed
+    on_train_end    the final TrainerState, end time and memory peaks (peak_gpu_memory, peak_rss), trainable parameters
+                    and the checkpoint's size (trainable_params, checkpoint_bytes); rows flushed
     finish(...)     status, objective and the terminal event ("completed", "pruned", "failed", "interrupted")
 
 Only the main process of a distributed run writes. Rows go through a `BackgroundWriter`: nothing here waits on the
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo.tracking import environment
+from hpo.tracking.footprint import footprint
 from hpo.tracking.logs import arguments_dict, numeric_items, pruned_by_sibling, state_summary
 from hpo.tracking.run_info import RunInfo
 from hpo.tracking.store import open_store, trial_run_id
@@ -90,6 +92,7 @@ class ExperimentStoreCallback(TrainerCallback):
         peaks = getattr(state, "peak_memory", None) or {}
         row = {"id": self.run.run_id, "state": summary, "ended_at": time.time()}
         row.update(peak_gpu_memory=peaks.get("gpu_reserved"), peak_rss=peaks.get("cpu_rss"))
+        row.update(footprint(kwargs.get("model"), state, args.output_dir))
         self.writer.submit("runs", row)
         # A trial process may end right after training: make the rows durable now, not at some later close.
         self.writer.flush(timeout=30)

@@ -11,6 +11,7 @@ from torch.utils.data import Subset
 
 from hpo.errors import ConfigError
 from hpo.spec import RunSpec, StudySpec, Task, metric_key
+from hpo.trial.adapter import check_choices, wrap_model
 from trainer import PrinterCallback, ProgressCallback, Trainer, TrainingArguments
 
 DRY_RUN_SAMPLES = 16
@@ -46,8 +47,11 @@ def _condition_holds(when: dict[str, Any] | None, params: dict[str, Any]) -> boo
 def dry_run(spec: RunSpec | StudySpec) -> dict[str, float]:
     """Evaluate the untrained model on a few eval samples; return the metrics and refuse missing objective metrics."""
     task = spec.resolve_task()
+    peft_params: dict[str, Any] = {}
     if isinstance(spec, StudySpec):
-        training_params, model_params = spec.split_params(representative_params(spec))
+        representative = representative_params(spec)
+        training_params, model_params = spec.split_params(representative)
+        peft_params = spec.peft_params(representative)
         wanted = {
             f"study.metric{'s' if spec.study.is_multi_objective else ''}": list(spec.study.metrics or [])
         }
@@ -58,7 +62,7 @@ def dry_run(spec: RunSpec | StudySpec) -> dict[str, float]:
         args = spec.training_arguments(output_dir=folder, **training_params)
         if args.metric_for_best_model:
             wanted["training.metric_for_best_model"] = [metric_key(args.metric_for_best_model)]
-        metrics = _evaluate(task, args, model_params)
+        metrics = _evaluate(task, args, model_params, spec.peft, peft_params, _searched_targets(spec))
     produced = set(metrics) | set(ADDED_BY_STUDY)
     for field, names in wanted.items():
         missing = [name for name in names if name not in produced]
@@ -70,12 +74,32 @@ def dry_run(spec: RunSpec | StudySpec) -> dict[str, float]:
     return metrics
 
 
-def _evaluate(task: Task, args: TrainingArguments, model_params: dict[str, Any]) -> dict[str, float]:
+def _searched_targets(spec: RunSpec | StudySpec) -> dict[str, list[Any]]:
+    """Every value a searched target_modules can take: each must match a layer of the model."""
+    if not isinstance(spec, StudySpec) or spec.peft is None:
+        return {}
+    param = spec.search_space.get("target_modules")
+    if param is None or param.target != "peft":
+        return {}
+    return {"target_modules": list(param.choices or [param.value])}
+
+
+def _evaluate(
+    task: Task,
+    args: TrainingArguments,
+    model_params: dict[str, Any],
+    peft_section: dict[str, Any] | None = None,
+    peft_params: dict[str, Any] | None = None,
+    target_choices: dict[str, list[Any]] | None = None,
+) -> dict[str, float]:
     try:
         train_dataset, eval_dataset = task.data(model_params)
         model = task.model_init(model_params)
     except Exception as error:
         raise ConfigError(f"model/data: the task refused the parameters {model_params}: {error}") from error
+    if peft_section is not None:  # a bad adapter is a bad file: exit 2 before any trial
+        check_choices(model, peft_section, target_choices or {})
+        model = wrap_model(model, peft_section, peft_params)
     if eval_dataset is None:
         return {}
     trainer = Trainer(

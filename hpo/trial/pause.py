@@ -18,6 +18,7 @@ Schedulers that pause (ASHA, population-based training) differ only in `decide`.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -48,6 +49,7 @@ class PauseCallback(TrainerCallback):
         self.paused_point: int | None = None
         self.paused_step: int | None = None
         self.paused_value: float | None = None
+        self.decided_at: float | None = None  # unix time of the decision to pause (the save and exit follow)
         self.passed: list[tuple[int, int, float | None]] = []  # (point, step, value) of points passed on
 
     def _arm(self, point: int, control: Any) -> None:
@@ -84,6 +86,7 @@ class PauseCallback(TrainerCallback):
                 control.should_save = False  # training goes on in place: no checkpoint needed here
             return
         self.paused_point, self.paused_step, self.paused_value = point, state.global_step, value
+        self.decided_at = time.time()
         control.should_training_stop = True
 
 

@@ -26,7 +26,9 @@ from hpo.spec import StudySpec
 from hpo.storage.retry import process_identity
 from hpo.storage.study_db import set_user_attrs
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
+from hpo.tracking.footprint import footprint
 from hpo.tracking.run_info import RunInfo, origin_attrs
+from hpo.trial.adapter import wrap_model
 from hpo.trial.callbacks import TrialIdentityCallback
 from hpo.trial.oom import FIX as OOM_FIX
 from hpo.trial.oom import describe_oom
@@ -66,6 +68,7 @@ def run_trial(
     resume_from: str | None = None,
     extra_callbacks: Sequence[TrainerCallback] = (),
     gpu_shared: Callable[[], int] | None = None,
+    params: dict[str, Any] | None = None,
     release_memory: bool = True,
 ) -> TrialOutcome:
     """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise.
@@ -73,6 +76,7 @@ def run_trial(
     `gpu_shared()`: how many other trials share this trial's GPU (asked when it runs out of GPU memory; a scheduler
     that packs trials passes it). Out of memory alone, the trial fails with one line (`hpo.trial.oom`); beside others
     its outcome says so (`oom_shared_with`), its runs end with "out_of_memory", and the caller queues it again.
+    `params` replaces the trial's sampled parameters (a PBT member trains with the values it copied and explored).
     `release_memory=False` skips the full `gc.collect()` after the trial (0.1-0.8 s): for a trial process that ends
     right after, where the operating system takes back everything at once."""
     started = time.time()
@@ -87,7 +91,7 @@ def run_trial(
     _set_attrs(study, trial, attrs)
     tracking: list[TrainerCallback] = []
     try:
-        outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking)
+        outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking, params)
     except Exception as error:  # noqa: BLE001 - a failing trial must not stop the study
         outcome = _failure(error, gpu_shared)
     outcome.user_attrs = {**attrs, **outcome.user_attrs, "duration_s": round(time.time() - started, 3)}
@@ -122,9 +126,10 @@ def _train_and_score(
     resume_from: str | None,
     extra: list[TrainerCallback],
     tracking: list[TrainerCallback],
+    given: dict[str, Any] | None = None,
 ) -> TrialOutcome:
     task = spec.task.resolve()
-    params = sample_params(trial, spec.search_space)
+    params = sample_params(trial, spec.search_space) if given is None else dict(given)
     training, model_params = spec.split_params(params)
     args = trial_arguments(spec, run_dir, trial.number, training)
     train_dataset, eval_dataset = task.data(dict(model_params))
@@ -132,7 +137,8 @@ def _train_and_score(
     def model_init():
         # The seed right before the model is built: every trial starts from the same initialisation for its params.
         set_seed(args.seed)
-        return task.model_init(dict(model_params))
+        model = task.model_init(dict(model_params))
+        return model if spec.peft is None else wrap_model(model, spec.peft, spec.peft_params(params))
 
     tracker = ObjectiveTracker()
     pruning = _pruning_callback(spec, trial)
@@ -157,7 +163,7 @@ def _train_and_score(
     trainer.train(resume_from_checkpoint=resume_from)
     pause = find_pause(extra)
     if pause is not None:  # stopped at a pause point with a checkpoint: a scheduler continues it later
-        return paused_outcome(pause.paused_step, pause.paused_value, run_dir)
+        return paused_outcome(pause.paused_step, pause.paused_value, run_dir, pause.decided_at)
     if (
         not tracker.evaluations
         and eval_dataset is not None
@@ -166,6 +172,9 @@ def _train_and_score(
         trainer.evaluate()  # evaluation was off during training: score the final model once
     outcome = score_trial(spec, tracker, pruning, run_dir, trainer.state)
     outcome.user_attrs.update(memory_attrs(trainer.state.peak_memory))
+    outcome.user_attrs.update(
+        footprint(trainer.model, trainer.state, run_dir)
+    )  # trainable params, checkpoint size
     del trainer
     return outcome
 
@@ -291,12 +300,15 @@ def score_trial(
     return TrialOutcome(TrialState.COMPLETE, values, None, None, attrs)
 
 
-def paused_outcome(step: int | None, value: float | None, run_dir: Path) -> TrialOutcome:
+def paused_outcome(
+    step: int | None, value: float | None, run_dir: Path, decided_at: float | None = None
+) -> TrialOutcome:
     """A trial that stopped at a pause point (hpo.trial.pause): state WAITING, its value there, its checkpoint."""
     attrs = {
         "paused_step": step,
         "paused_checkpoint": str(run_dir / f"checkpoint-{step}"),
         "global_step": step,
+        "pause_decided_at": decided_at,
     }
     return TrialOutcome(TrialState.WAITING, None if value is None else [value], None, None, attrs)
 

@@ -16,22 +16,38 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpo.errors import ConfigError, HpoError
+from hpo.errors import ConfigError, HpoError, Interrupted
 from hpo.spec import RunSpec, Task, metric_key
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
 from hpo.tracking.run_info import RunInfo
-from trainer import Trainer, TrainerCallback, TrainOutput, set_seed
+from hpo.trial.adapter import wrap_model
+from hpo.trial.callbacks import InterruptCallback, reset_interrupt
+from trainer import ProgressCallback, Trainer, TrainerCallback, TrainOutput, set_seed
 from trainer.checkpoint import latest_checkpoint
 
 METRICS_FILE = "metrics.json"
 
 
+class RunStopped(Interrupted):
+    """A stop the user asked for; `checkpoint` is the newest complete one, the one `--resume` continues from."""
+
+    def __init__(self, message: str, checkpoint: str | None) -> None:
+        super().__init__(message)
+        self.checkpoint = checkpoint
+
+
 def run_training(
-    spec: RunSpec, resume: bool | str | None = None, *, callbacks: Sequence[TrainerCallback] = ()
+    spec: RunSpec,
+    resume: bool | str | None = None,
+    *,
+    callbacks: Sequence[TrainerCallback] = (),
+    stoppable: bool = False,
 ) -> dict[str, Any]:
     """Train the run described by `spec`; `resume` is True (newest complete checkpoint) or a checkpoint path.
 
-    Returns the summary that is also written to `<output_dir>/metrics.json`."""
+    Returns the summary that is also written to `<output_dir>/metrics.json`. `stoppable`: a stop request
+    (`hpo.trial.callbacks.on_interrupt`, a signal handler the caller installs) saves a checkpoint at the next step
+    and raises RunStopped; a KeyboardInterrupt becomes RunStopped too, naming the newest checkpoint."""
     task = spec.resolve_task()
     args = spec.training_arguments()
     params = dict(spec.model)
@@ -39,6 +55,8 @@ def run_training(
     train_dataset, eval_dataset = refused_as_config_error(spec, "data", lambda: load_datasets(task, params))
     set_seed(args.seed)  # before model_init, so a run's initial weights depend only on its seed
     model = refused_as_config_error(spec, "model_init", lambda: task.model_init(params))
+    if spec.peft is not None:
+        model = wrap_model(model, spec.peft)  # the task's model under the file's adapter
     tracking = build_tracking_callbacks(
         spec, run=RunInfo(kind="run", name=spec.name or "run", params=params, output_dir=args.output_dir)
     )
@@ -51,12 +69,29 @@ def run_training(
         compute_metrics=task.compute_metrics,
         callbacks=[*tracking, *spec.build_callbacks(), *callbacks],  # the file's callbacks: new instances
     )
+    interrupt = InterruptCallback()
+    if stoppable:
+        reset_interrupt()
+        trainer.add_callback(interrupt)
     started = time.perf_counter()
     try:
         output = trainer.train(resume_from_checkpoint=resume_from)
+        if interrupt.stopped_at is not None:
+            finish_tracking(tracking, status="interrupted")
+            saved = latest_checkpoint(args.output_dir)
+            raise RunStopped(f"stopped at step {interrupt.stopped_at}: saved {saved}", str(saved))
         final = final_metrics(trainer, eval_dataset)
     except KeyboardInterrupt:
+        close_progress_bars(trainer)  # else the bar is redrawn after the message, at exit
         finish_tracking(tracking, status="interrupted")
+        newest = latest_checkpoint(args.output_dir)
+        if newest is None:
+            raise RunStopped("stopped at once: nothing was saved (no checkpoint yet)", None) from None
+        step = newest.name.rsplit("-", 1)[-1]
+        raise RunStopped(
+            f"stopped at once: the newest checkpoint is {newest} (step {step})", str(newest)
+        ) from None
+    except RunStopped:
         raise
     except BaseException as error:
         finish_tracking(tracking, status="failed", error=f"{type(error).__name__}: {error}")
@@ -66,6 +101,13 @@ def run_training(
     if trainer.state.is_world_process_zero:
         write_json_atomically(Path(args.output_dir) / METRICS_FILE, summary)
     return summary
+
+
+def close_progress_bars(trainer: Trainer) -> None:
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, ProgressCallback) and callback.bar is not None:
+            callback.bar.close()
+            callback.bar = None
 
 
 def refused_as_config_error(spec: RunSpec, function: str, call: Any) -> Any:

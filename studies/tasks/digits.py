@@ -83,6 +83,14 @@ def model_init(params: dict[str, Any] | None = None) -> DigitsMLP:
     return DigitsMLP(MLPConfig.from_params(params))
 
 
+def set_dropout(model: nn.Module, value: float) -> None:
+    """`task.mutable: {dropout: studies.tasks.digits:set_dropout}`: population-based training changes the dropout of a
+    model that is training (every dropout layer of the MLP)."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = float(value)
+
+
 def data(params: dict[str, Any] | None = None) -> tuple[DigitsDataset, DigitsDataset]:
     """(train, eval): a stratified 80/20 split, pixels scaled from 0..16 to 0..1."""
     pixels, labels = load_digits_arrays()

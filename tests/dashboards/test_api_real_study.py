@@ -74,6 +74,10 @@ def test_best_trial_page_data_has_every_trainer_curve_events_and_checkpoints(rea
     # Memory peaks in the store's columns and the trial's attributes (no GPU here: the GPU column stays empty).
     assert body["run"]["peak_rss"] == body["trial"]["user_attrs"]["peak_rss"] > 10 << 20
     assert body["run"]["peak_gpu_memory"] is None
+    # What the trial trained and what its checkpoint costs on disk, in the store and the trial's attributes.
+    attrs = body["trial"]["user_attrs"]
+    assert body["run"]["trainable_params"] == attrs["trainable_params"] > 0
+    assert body["run"]["checkpoint_bytes"] == attrs["checkpoint_bytes"] > 0
     assert TRAINER_METRICS <= set(body["metrics"])
     loss = body["metrics"]["loss"]
     assert loss["step"] == sorted(loss["step"]) and loss["step"][-1] == 40

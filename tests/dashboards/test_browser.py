@@ -317,6 +317,7 @@ def test_real_study_pages(real, real_client, tab, artifacts_dir):
     assert {"loss", "eval_accuracy", "learning_rate", "grad_norm", "train_samples_per_second"} <= titles
     assert page.locator("#artifacts tbody tr").count() >= 1
     assert page.locator(".chip.memory").inner_text().startswith("peak RSS ")
+    assert page.locator(".chip.footprint").all_inner_texts()[0].startswith("trained params ")
     view.check_clean()
     view.shoot(artifacts_dir, "real-trial")
 

@@ -80,6 +80,13 @@ def model_init(params: dict[str, Any]) -> nn.Module:
     )
 
 
+def set_dropout(model: nn.Module, value: float) -> None:
+    """The task's `mutable: {dropout: ...}` entry: PBT changes the dropout of a model that is training."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = float(value)
+
+
 def data(params: dict[str, Any]) -> tuple[Samples, Samples]:
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(384, FEATURES, generator=generator)

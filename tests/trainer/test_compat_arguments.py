@@ -50,14 +50,7 @@ def test_every_transformers_field_is_a_field_with_the_same_default():
     ours = {f.name: f for f in dataclasses.fields(TrainingArguments)}
     assert set(theirs) <= set(ours), sorted(set(theirs) - set(ours))
     # deliberate differences of default, each listed in docs/compat.md
-    differ = {
-        "output_dir",
-        "optim",
-        "gradient_checkpointing",
-        "disable_tqdm",
-        "debug",
-        "activation_checkpointing",
-    }
+    differ = {"output_dir", "optim", "gradient_checkpointing", "disable_tqdm"}
     for name, field in theirs.items():
         if name in differ or field.default is dataclasses.MISSING:
             continue
@@ -242,3 +235,24 @@ def test_script_fields_and_the_launchers_local_rank(tmp_path, monkeypatch):
     assert (args.do_train, args.do_eval, args.resume_from_checkpoint) == (True, True, "x")
     monkeypatch.setenv("LOCAL_RANK", "3")
     assert TrainingArguments(output_dir=str(tmp_path), local_rank=-1).local_rank == 3
+
+
+def test_the_default_collator_renames_label_and_drops_strings_as_transformers_does(tmp_path):
+    class Named(Tokens):
+        def __getitem__(self, i):
+            sample = super().__getitem__(i)
+            return {"input_ids": sample["input_ids"], "label": int(sample["labels"]), "text": f"sample {i}"}
+
+    trainer = Trainer(model=tiny_bert(), args=quiet_args(tmp_path, max_steps=2), train_dataset=Named())
+    batch = next(iter(trainer.get_train_dataloader()))
+    assert set(batch) == {"input_ids", "labels"} and batch["labels"].dtype == torch.long
+    assert trainer.train().global_step == 2
+
+
+def test_best_model_fields_are_resolved_as_transformers_resolves_them(tmp_path):
+    accuracy = TrainingArguments(output_dir=str(tmp_path), metric_for_best_model="accuracy")
+    assert accuracy.greater_is_better is True  # ported callbacks read it directly
+    best = TrainingArguments(
+        output_dir=str(tmp_path), load_best_model_at_end=True, eval_strategy="epoch", save_strategy="epoch"
+    )
+    assert (best.metric_for_best_model, best.greater_is_better) == ("loss", False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from trainer_tasks import Regression, make_model, quiet_args
@@ -121,3 +122,74 @@ def test_example_script_logging_and_state_files_come_from_the_main_process_only(
         "total_flos": "3GF",
         "x_mem_gpu": "5MB",
     }
+
+
+def test_a_checkpoint_of_a_transformers_model_loads_with_from_pretrained(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+    )
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(config)
+    data = [{"input_ids": torch.randint(0, 32, (6,)), "labels": torch.tensor(i % 2)} for i in range(8)]
+    args = quiet_args(tmp_path, max_steps=2, save_strategy="steps", save_steps=2)
+    Trainer(model=model, args=args, train_dataset=data).train()
+    loaded = transformers.BertForSequenceClassification.from_pretrained(str(tmp_path / "checkpoint-2"))
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+
+
+def test_positional_arguments_follow_transformers_order_and_optimizer_cls_and_kwargs(tmp_path):
+    tokenizer = object()
+    trainer = Trainer(make_model(), quiet_args(tmp_path, max_steps=1), None, Regression(16), None, tokenizer)
+    assert trainer.processing_class is tokenizer
+    trainer = Trainer(
+        model=make_model(),
+        args=quiet_args(tmp_path, max_steps=1),
+        train_dataset=Regression(16),
+        optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.5, "momentum": 0.9}),
+    )
+    trainer.train()
+    assert isinstance(trainer.optimizer, torch.optim.SGD) and trainer.optimizer.defaults["momentum"] == 0.9
+
+
+def test_ignore_keys_leave_model_outputs_out_of_the_predictions(tmp_path):
+    class TwoHeads(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(6, 1)
+
+        def forward(self, x, labels=None):
+            out = self.net(x).squeeze(-1)
+            return {"first": out, "second": out * 2}
+
+    trainer = Trainer(model=TwoHeads(), args=quiet_args(tmp_path))
+    both = trainer.predict(Regression(4)).predictions
+    assert isinstance(both, tuple) and len(both) == 2
+    one = trainer.predict(Regression(4), ignore_keys=["second"]).predictions
+    np.testing.assert_array_equal(one, both[0])
+
+
+@pytest.mark.parametrize(
+    ("name", "function"),
+    [
+        ("cosine_with_min_lr", "get_cosine_with_min_lr_schedule_with_warmup"),
+        ("cosine_warmup_with_min_lr", "get_cosine_with_min_lr_schedule_with_warmup_lr_rate"),
+    ],
+)
+def test_min_lr_schedules_follow_transformers_step_by_step(tmp_path, name, function):
+    optimization = pytest.importorskip("transformers.optimization")
+    args = quiet_args(tmp_path, lr_scheduler_type=name, lr_scheduler_kwargs={"min_lr": 1e-3}, warmup_steps=3)
+    trainer = Trainer(model=make_model(), args=args)
+    trainer.create_optimizer_and_scheduler(num_training_steps=12)
+    reference = torch.optim.SGD(make_model().parameters(), lr=args.learning_rate)
+    theirs = getattr(optimization, function)(
+        reference, num_warmup_steps=3, num_training_steps=12, min_lr=1e-3
+    )
+    for _ in range(12):
+        assert trainer.get_learning_rates()[0] == pytest.approx(reference.param_groups[0]["lr"], abs=1e-12)
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
+        reference.step()
+        theirs.step()
+    assert min(group["lr"] for group in reference.param_groups) >= 1e-3 - 1e-12  # never below min_lr

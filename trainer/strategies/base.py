@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from trainer.adapters import is_adapter_model, load_adapter
 from trainer.data import move_to_device
 from trainer.precision import autocast as precision_autocast
 
@@ -157,9 +158,13 @@ class Strategy(ABC):
         return move_to_device(batch, self.device)
 
     def load_model_weights(self, directory: Path, model: torch.nn.Module) -> None:
-        """Load `directory/model.safetensors` (consolidated weights) into the model, as load_best_model_at_end does."""
+        """Load `directory/model.safetensors` (consolidated weights) into the model, as load_best_model_at_end does;
+        for an adapter model, the adapter that checkpoint holds."""
         from safetensors.torch import load_model
 
+        if is_adapter_model(self.unwrap(model)):
+            load_adapter(self.unwrap(model), Path(directory), self.device)
+            return
         load_model(
             self.unwrap(model),
             str(Path(directory) / "model.safetensors"),

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from trainer.adapters import is_adapter_model, load_adapter, save_adapter
 from trainer.precision import create_grad_scaler
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory
 from trainer.strategies.parallel import (
@@ -82,7 +83,11 @@ class DDPStrategy(ParallelStrategy):
         self, directory: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
     ) -> None:
         directory = Path(directory)
-        self.write_model_file(directory, self.full_state_dict(model))
+        module = self.unwrap(model)
+        if is_adapter_model(module):  # every rank holds the same adapter: rank 0 writes it, in peft's layout
+            save_adapter(module, directory, is_main=self.is_global_zero)
+        else:
+            self.write_model_file(directory, self.full_state_dict(model))
         if not self.save_only_model:
             self.write_torch_file(directory / OPTIMIZER_FILE, optimizer.state_dict())
             save_scheduler(directory, scheduler, self)
@@ -94,7 +99,11 @@ class DDPStrategy(ParallelStrategy):
         self, directory: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
     ) -> None:
         directory = Path(directory)
-        self.unwrap(model).load_state_dict(load_weights(directory / MODEL_FILE))
+        module = self.unwrap(model)
+        if is_adapter_model(module):
+            load_adapter(module, directory, self.device)
+        else:
+            module.load_state_dict(load_weights(directory / MODEL_FILE))
         optimizer.load_state_dict(load_torch_file(directory / OPTIMIZER_FILE))
         load_scheduler(directory, scheduler)
         if self.scaler is not None and (directory / "scaler.pt").exists():

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_model, save_model
 
+from trainer.adapters import is_adapter_model, load_adapter, save_adapter
 from trainer.data import move_to_device
 from trainer.precision import autocast_dtype, check_precision, create_grad_scaler
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory, Strategy
@@ -84,7 +85,11 @@ class SingleDeviceStrategy(Strategy):
     def save_checkpoint(
         self, directory: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
     ) -> None:
-        save_model(self.unwrap(model), str(directory / MODEL_FILE))  # handles tied weights
+        module = self.unwrap(model)
+        if is_adapter_model(module):
+            save_adapter(module, directory, is_main=True)  # the adapter only, in peft's layout
+        else:
+            save_model(module, str(directory / MODEL_FILE))  # handles tied weights
         if getattr(self.args, "save_only_model", False):
             return
         torch.save(optimizer.state_dict(), directory / OPTIMIZER_FILE)
@@ -96,7 +101,11 @@ class SingleDeviceStrategy(Strategy):
     def load_checkpoint(
         self, directory: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
     ) -> None:
-        load_model(self.unwrap(model), str(directory / MODEL_FILE), strict=True, device=str(self.device))
+        module = self.unwrap(model)
+        if is_adapter_model(module):
+            load_adapter(module, directory, self.device)
+        else:
+            load_model(module, str(directory / MODEL_FILE), strict=True, device=str(self.device))
         optimizer.load_state_dict(_load(directory / OPTIMIZER_FILE, self.device))
         if scheduler is not None and (directory / SCHEDULER_FILE).exists():
             scheduler.load_state_dict(_load(directory / SCHEDULER_FILE, "cpu"))

@@ -17,11 +17,14 @@ Schema (JSON columns hold JSON text on both backends; times are unix seconds):
         output_dir TEXT, objective REAL (first objective value), extra JSON (values, best_step, error, ...)
         peak_gpu_memory INTEGER  bytes PyTorch's allocator reserved at most on the GPU during training (None on CPU)
         peak_rss INTEGER         the training process's peak resident memory in bytes
+        trainable_params INTEGER parameters the optimizer trained (an adapter's only, under peft:)
+        checkpoint_bytes INTEGER size on disk of the run's best (else newest) checkpoint folder
     hpo_metrics    one row per number in every Trainer log record
         run_id TEXT, step INTEGER (global step), epoch REAL, name TEXT, value REAL, time REAL
     hpo_events     run_id TEXT, time REAL, kind TEXT, message TEXT, data JSON
         kinds: started, evaluated, pruned, failed, retried, resumed, interrupted, completed, out_of_memory (a trial
-        that ran out of GPU memory while sharing its GPU: queued again, run status "requeued")
+        that ran out of GPU memory while sharing its GPU: queued again, run status "requeued"), paused (an ASHA trial
+        stopped at a rung with a checkpoint, run status "paused" until it is promoted or ends)
     hpo_artifacts  run_id TEXT, kind TEXT ("checkpoint" | "export"), path TEXT, sha256 TEXT, size INTEGER, step INTEGER,
                    time REAL.  For a folder, sha256 is the digest of its sorted "relative-path sha256-of-file" lines and
                    size is the sum of its files' sizes (see `hpo.tracking.digest`).
@@ -58,6 +61,8 @@ TABLES: dict[str, dict[str, Any]] = {
         "extra": JSON,
         "peak_gpu_memory": int,
         "peak_rss": int,
+        "trainable_params": int,
+        "checkpoint_bytes": int,
     },
     "hpo_metrics": {"run_id": str, "step": int, "epoch": float, "name": str, "value": float, "time": float},
     "hpo_events": {"run_id": str, "time": float, "kind": str, "message": str, "data": JSON},
@@ -72,7 +77,9 @@ TABLES: dict[str, dict[str, Any]] = {
     },
 }
 # Columns added after a store may have been created: opening an older store adds them (ALTER TABLE ... ADD COLUMN).
-ADDED_COLUMNS: dict[str, list[str]] = {"hpo_runs": ["peak_gpu_memory", "peak_rss"]}
+ADDED_COLUMNS: dict[str, list[str]] = {
+    "hpo_runs": ["peak_gpu_memory", "peak_rss", "trainable_params", "checkpoint_bytes"]
+}
 # Indexes that make the dashboard's and export's lookups cheap.
 INDEXES: dict[str, list[list[str]]] = {
     "hpo_runs": [["study_name", "trial_number"]],
@@ -90,6 +97,7 @@ EVENT_KINDS = (
     "interrupted",
     "completed",
     "out_of_memory",
+    "paused",
 )
 # An event of one of these kinds also sets the run's status.
 TERMINAL_STATUS = {
@@ -98,6 +106,7 @@ TERMINAL_STATUS = {
     "failed": "failed",
     "interrupted": "interrupted",
     "out_of_memory": "requeued",
+    "paused": "paused",
 }
 
 

@@ -150,7 +150,7 @@ def test_yaml_syntax_error_names_file_and_line_not_unicode_string(tmp_path, caps
     assert "flow sequence that starts on line 2" in err
     assert "<unicode string>" not in err
     code, _, err = _cli(["train", str(path.with_name("missing.yaml"))], capsys)
-    assert code == 2 and "missing.yaml: file not found" in err
+    assert code == 2 and "missing.yaml: no such run file" in err
 
 
 def test_bad_set_value_names_the_key_and_the_fix(tmp_path, capsys):

@@ -17,10 +17,11 @@ from optuna.trial import TrialState
 from scheduler_support import kill_quietly, running_trial_with_checkpoint, slow_study, trials, wait_for
 
 
-def _start(folder: Path, temp: Path, *args: str) -> subprocess.Popen:
+def _start(folder: Path, temp: Path, *args: str, command: str = "run") -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(temp)}
+    given = ["--no-dry-run"] if command == "run" else []
     return subprocess.Popen(
-        [sys.executable, "-m", "hpo.cli", "run", str(folder / "study.yaml"), "--no-dry-run", *args],
+        [sys.executable, "-m", "hpo.cli", command, str(folder / "study.yaml"), *given, *args],
         cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -63,10 +64,11 @@ def _no_leftovers(folder: Path, temp: Path) -> None:
     assert sorted(p.name for p in temp.iterdir()) == []
 
 
-def test_ctrl_c_before_any_trial_saved_says_nothing_was_saved(tmp_path, temp):
+@pytest.mark.parametrize(("command", "given"), [("run", " --no-dry-run"), ("worker", "")])
+def test_ctrl_c_before_any_trial_saved_says_nothing_was_saved(tmp_path, temp, command, given):
     folder = tmp_path / "study"
     slow_study(folder, study={"n_trials": 1})
-    run = _start(folder, temp)
+    run = _start(folder, temp, command=command)
     try:  # the workers are starting (importing torch takes seconds): no trial has begun
         wait_for(lambda: (folder / "out" / ".hpo" / "logs" / "worker-0.log").exists(), what="the worker")
     except AssertionError:
@@ -76,7 +78,7 @@ def test_ctrl_c_before_any_trial_saved_says_nothing_was_saved(tmp_path, temp):
     assert run.returncode == 130, output
     assert "error" not in output.lower() and "queued again" not in output and "Traceback" not in output
     assert "nothing was saved" in output, output
-    assert f"continue with: hpo run {folder / 'study.yaml'} --no-dry-run" in output, output
+    assert f"continue with: hpo {command} {folder / 'study.yaml'}{given}\n" in output, output
     _no_leftovers(folder, temp)
 
 

@@ -50,7 +50,7 @@ def test_status_shows_every_trial(finished_study: Path, capsys) -> None:
     assert code == 0, err
     header = next(line for line in out.splitlines() if "pruned at" in line)
     columns = [cell.strip() for cell in header.split("┃")[1:-1]]
-    assert columns[-3:] == ["pruned at", "peak gpu", "peak rss"]
+    assert {"pruned at", "peak gpu", "peak rss", "trained params", "checkpoint"} <= set(columns)
     cells = {
         line.split("│")[1].strip(): dict(
             zip(columns, (c.strip() for c in line.split("│")[1:-1]), strict=True)
@@ -64,6 +64,9 @@ def test_status_shows_every_trial(finished_study: Path, capsys) -> None:
     # Peak memory of the trials that trained (on CPU: no GPU figure); the failed one never started training.
     assert cells["1"]["peak gpu"] == "-" and cells["1"]["peak rss"].endswith("MiB")
     assert cells["2"]["peak rss"] == "-"
+    # What each trial trained and what its checkpoint costs on disk; the failed trial has neither.
+    assert cells["0 *"]["trained params"] != "-" and cells["0 *"]["checkpoint"].endswith(("KiB", "MiB"))
+    assert cells["2"]["trained params"] == "-" and cells["2"]["checkpoint"] == "-"
     assert "1 complete, 1 pruned, 1 fail" in out
 
 

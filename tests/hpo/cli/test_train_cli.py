@@ -188,7 +188,7 @@ def test_bad_override_exits_2(tmp_path, capsys):
 
 def test_missing_run_file_exits_2(tmp_path, capsys):
     assert run_main("train", str(tmp_path / "nope.yaml")) == 2
-    assert "nope.yaml: file not found" in capsys.readouterr().err
+    assert "nope.yaml: no such run file" in capsys.readouterr().err
 
 
 def test_debug_shows_the_traceback(tmp_path, capsys):

@@ -3,6 +3,7 @@ Optuna study, which trial may start beside which; the slots `trials_per_gpu` mak
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -130,8 +131,19 @@ def test_a_record_left_by_a_dead_worker_is_ignored(tmp_path):
     assert first.admit(study, 1, {}).start
     record = first.record_path.read_text().replace(f'"worker": {os.getpid()}', '"worker": 999999999')
     first.record_path.write_text(record)
-    assert second.others_running() == 0
+    assert second.others_running() == 0 and not first.record_path.exists()  # and the stale record is removed
     assert second.admit(study, 2, {}).reason.startswith("start: no trial on this GPU")
+
+
+def test_two_pools_on_one_machine_keep_their_slot_records_apart(tmp_path):
+    gpu = SimulatedGpu(total=80 * GiB)
+    study = study_with((16, GiB))
+    mine = GpuGate(tmp_path / "gpu0", 0, 0, "auto", gpu)
+    assert mine.admit(study, 1, {}).start
+    # Slot 0 of another `hpo worker` of the same study (another process) writes its own record beside it.
+    theirs = tmp_path / "gpu0" / "slot-0-1.json"
+    theirs.write_text(json.dumps({"trial": 2, "expected_peak": 2 * GiB, "pids": [], "worker": 1}))
+    assert mine.record_path.exists() and mine.others_running() == 1
 
 
 def test_unreadable_memory_means_one_trial_at_a_time(tmp_path):
@@ -199,3 +211,55 @@ def test_trials_per_gpu_refusal_is_one_line_naming_the_field_and_the_forms():
     assert str(refused.value) == (
         "study.yaml: resources.trials_per_gpu: must be a whole number of at least 1, or auto (got 'many')"
     )
+
+
+def test_where_nvml_lists_no_trial_process_the_trials_own_figure_counts(tmp_path):
+    # In a container NVML reports the host's pids: the running trial's memory is then what its PyTorch reserves
+    # (its slot's status record) plus the CUDA context, so it is not counted twice (in NVML's free and as growth).
+    gpu = SimulatedGpu()
+    study = study_with((16, 4 * GiB))
+    status = tmp_path / "slot-0.json"
+    first = GpuGate(tmp_path / "gpu0", 0, 0, "auto", gpu, status_file=status)
+    second = GpuGate(tmp_path / "gpu0", 0, 1, "auto", gpu)
+    assert first.admit(study, 1, {}).start
+    first.set_pids([4242])
+    gpu.held[1] = 5 * GiB  # NVML: 5 GiB used by a pid that is not ours
+    assert not second.decide(study, {}).start  # 7 GiB free - 5 GiB still to grow: no room
+    status.write_text(json.dumps({"trial": 1, "state": "running", "gpu_memory": 4 * GiB}))
+    joined = second.decide(study, {})
+    assert joined.start and "0.0 GiB still to grow" in joined.reason
+
+
+def test_a_running_trial_counts_as_measured_from_its_second_step(tmp_path):
+    gpu = SimulatedGpu()
+    study = study_with()  # nothing finished yet
+    status = tmp_path / "slot-0.json"
+    first = GpuGate(tmp_path / "gpu0", 0, 0, "auto", gpu, status_file=status)
+    second = GpuGate(tmp_path / "gpu0", 0, 1, "auto", gpu)
+    assert first.admit(study, 0, {"per_device_train_batch_size": 16}).start
+    first.set_pids([5001])
+    gpu.held[5001] = 5 * GiB
+    on_gpu = {"trial": 0, "state": "running", "gpu_memory": 4 * GiB, "gpu_memory_peak": 4 * GiB}
+    status.write_text(json.dumps({**on_gpu, "steps_run": 1}))
+    assert (
+        "the first runs alone until it is" in second.decide(study, {"per_device_train_batch_size": 16}).reason
+    )
+    status.write_text(
+        json.dumps({**on_gpu, "steps_run": 2})
+    )  # weights, gradients, optimizer state, activations
+    joined = second.admit(study, 1, {"per_device_train_batch_size": 16})
+    assert joined.start and joined.reason.startswith("start: expects 5.0 GiB, room 6.4 GiB")
+    # Its measurement scales like a finished trial's: a doubled batch expects twice the footprint.
+    second.release()
+    doubled = second.decide(study, {"per_device_train_batch_size": 32})
+    assert not doubled.start and doubled.reason.startswith("wait: expects 10.0 GiB")
+
+
+def test_a_trial_that_runs_alone_is_never_measured_while_running(tmp_path):
+    gpu = SimulatedGpu(total=80 * GiB)
+    status = tmp_path / "slot-0.json"
+    retry = GpuGate(tmp_path / "gpu0", 0, 0, "auto", gpu, status_file=status)
+    other = GpuGate(tmp_path / "gpu0", 0, 1, "auto", gpu)
+    assert retry.admit(study_with(), 3, {}, alone=True).start
+    status.write_text(json.dumps({"trial": 3, "steps_run": 9, "gpu_memory": GiB, "gpu_memory_peak": GiB}))
+    assert not other.decide(study_with((16, GiB)), {}).start

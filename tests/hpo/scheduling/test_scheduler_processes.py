@@ -101,7 +101,9 @@ def test_ctrl_c_checkpoints_requeues_and_the_next_run_resumes(tmp_path):
     finally:
         kill_quietly(run)
     assert run.returncode == 130, output
-    assert "interrupted" in output
+    # A stop the user asked for: what was saved and how to continue, not an error.
+    assert "stopped: trial 0 saved " in output and "the next run resumes from there" in output
+    assert "continue with: hpo run " in output and "--n-trials 1" in output and "error:" not in output
     assert stopped_in < 15, f"took {stopped_in:.1f} s to stop"
     assert not alive(worker_pid) and not alive(victim.user_attrs["pid"])  # no process left behind
     first, queued = sorted(trials(tmp_path), key=lambda t: t.number)

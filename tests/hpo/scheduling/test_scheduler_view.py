@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
 from rich.console import Console
 
 from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table
-from hpo.trial.callbacks import write_status
+from hpo.trial.callbacks import SlotStatusCallback, write_status
+from trainer import TrainerState
 
 
 def _render(table) -> str:
@@ -105,3 +107,17 @@ def test_gpu_slots_show_the_memory_their_trial_holds_and_why_a_slot_waits(tmp_pa
 def test_cpu_slots_have_no_gpu_memory_column(tmp_path):
     write_status(tmp_path / "slot-0.json", {"slot": "cpu 0", "trial": 1, "state": "running", "step": 1})
     assert "gpu memory" not in _render(render_table(read_slot_status(tmp_path), {}, None, EtaEstimator()))
+
+
+def test_a_trials_status_record_counts_the_steps_it_took_in_its_own_process(tmp_path):
+    # The GPU gate measures a running trial from its second step in its process; a resumed trial starts at step 40.
+    path = tmp_path / "slot-0.json"
+    callback = SlotStatusCallback(path, None, {"slot": "gpu 0", "trial": 2})
+    state = TrainerState(global_step=40, max_steps=100)
+    callback.on_train_begin(None, state, None)
+    for step in (41, 42):
+        state.global_step = step
+        callback.on_step_end(None, state, None)
+    record = json.loads(path.read_text())
+    assert (record["step"], record["steps_run"]) == (42, 2)
+    assert "gpu_memory" not in record  # this process never touched CUDA

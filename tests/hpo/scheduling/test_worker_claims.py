@@ -83,3 +83,17 @@ def test_a_trial_whose_heartbeat_stopped_is_failed_and_queued(study, tmp_path):
         failed.user_attrs["error"] == "crashed: no heartbeat from worker elsewhere:42 within the grace period"
     )
     assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING]
+
+
+def test_a_trial_queued_to_run_alone_after_an_oom_stays_alone_through_an_interrupt(study, tmp_path):
+    policy = RetryPolicy(max_retries=0, output_dir=str(tmp_path))
+    trial = claim_trial(study, 5, tmp_path)
+    reason = "CUDA out of memory: ..., while sharing the GPU with 1 other trial(s): queued again"
+    fail_running_trial(
+        study, trial._trial_id, reason, policy, counts_as_retry=False, retry_attrs={"oom_retry": True}
+    )
+    retry = claim_trial(study, 5, tmp_path)
+    assert retry.user_attrs["oom_retry"] is True and retry.user_attrs["retry_count"] == 0  # no retry used up
+    fail_running_trial(study, retry._trial_id, "interrupted at step 3", policy, counts_as_retry=False)
+    (waiting,) = study.get_trials(states=(TrialState.WAITING,))
+    assert waiting.user_attrs["oom_retry"] is True and waiting.user_attrs["requeued_from_trial"] == 1

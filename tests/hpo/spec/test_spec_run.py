@@ -147,7 +147,7 @@ def test_unreadable_files(tmp_path, text, expected):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match="file not found"):
+    with pytest.raises(ConfigError, match="no such file"):
         load_run_spec(tmp_path / "nope.yaml")
 
 

@@ -1,0 +1,207 @@
+"""PBT on the study's database: members pause at every interval (hpo.trial.pause, hpo.storage.pause), and a free slot
+takes the next piece of work under the claim lock.
+
+    claim_pbt_work(study, plan, owner):                       under claim_lock, one claimer at a time on every machine
+        a queued retry first (a crashed member continuing from its checkpoint; it adopts the member's lineage)
+        for each interval whose scores are complete (hpo.scheduling.pbt_population): take its decisions at once:
+            bottom quantile -> copy the source's checkpoint at that step into the member's folder (trainer.checkpoint),
+                               record the segment (hpo.storage.lineage: step, explored values, source)
+            every member paused there -> marked decided
+        resume a decided paused member, lowest step first (lockstep), from its checkpoint
+        else a new member while fewer than `population` have started
+        else nothing (the worker waits while members train, and leaves when none does)
+
+In the member's process: `pbt_pause_callback` reports the score at each interval as the trial's intermediate value and
+pauses; a resumed member trains with its current values (`run_trial(params=...)`) and, when it resumes from a copied
+checkpoint, applies what changed at that step (`trainer.hyperparams.HyperparameterSchedule`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.scheduling.pbt_population import Decision, Member, decide, steps_to_decide
+from hpo.spec import StudySpec
+from hpo.spec.pbt import PbtSchedulerSpec
+from hpo.storage import pause
+from hpo.storage.lineage import (
+    MEMBER,
+    Segment,
+    changes,
+    latest_by_member,
+    member_of,
+    member_scores,
+    members,
+    record_segment,
+    schedule,
+    segments,
+)
+from hpo.storage.study_db import ask_new, ask_queued, storage_of, trial_id
+from hpo.trial.pause import PauseCallback
+from trainer.checkpoint import checkpoint_dir, copy_checkpoint
+
+DECIDED = "hpo:pbt_decided"  # system attribute: the intervals whose decision was taken for this member
+
+
+@dataclass(frozen=True)
+class PbtPlan:
+    scheduler: PbtSchedulerSpec
+    space: dict[str, Any]
+    maximize: bool
+    metric: str
+    seed: int | None
+
+    @classmethod
+    def of(cls, spec: StudySpec) -> PbtPlan | None:
+        scheduler = spec.study.scheduler
+        if scheduler is None or scheduler.type != "pbt":
+            return None
+        return cls(
+            scheduler=scheduler,
+            space=dict(spec.search_space),
+            maximize=(spec.study.directions or ["minimize"])[0] == "maximize",
+            metric=(spec.study.metrics or ["eval_loss"])[0],
+            seed=spec.study.sampler.seed,
+        )
+
+    @property
+    def pause_points(self) -> list[int]:
+        return self.scheduler.intervals()[:-1]  # at max_resource a member completes
+
+
+# ---- in the member's process ------------------------------------------------------------------------------------
+def pbt_pause_callback(trial: optuna.Trial, plan: PbtPlan, *, rank_zero: bool) -> PauseCallback:
+    """Pause at every interval, with the score there as the trial's intermediate value (NaN when not finite: it ranks
+    last, and the population still counts the member as scored)."""
+
+    def decide(point: int, value: float | None) -> bool:
+        trial.report(math.nan if value is None else value, point)
+        return True
+
+    return PauseCallback(plan.pause_points, plan.metric, decide, resource="steps", is_rank_zero=rank_zero)
+
+
+# ---- the population from the database ---------------------------------------------------------------------------
+def population(study: optuna.Study) -> tuple[list[Member], dict[int, FrozenTrial]]:
+    """Each member's state, and its newest trial (the one that trains it and holds its lineage)."""
+    trials = study.get_trials(deepcopy=False)
+    latest = latest_by_member(trials)
+    states = []
+    for number, chain in members(trials).items():
+        newest = chain[-1]
+        info = pause.pause_info(newest)
+        states.append(
+            Member(
+                number=number,
+                scores=member_scores(chain),
+                params_by_step=[(s.step, s.params) for s in segments(newest)],
+                paused_at=int(info["step"]) if info else None,
+                decided=set(newest.system_attrs.get(DECIDED) or []),
+                dead=newest.state == TrialState.FAIL and not newest.user_attrs.get("requeued"),
+            )
+        )
+    return states, latest
+
+
+def claim_pbt_work(study: optuna.Study, plan: PbtPlan, owner: dict[str, Any]) -> optuna.Trial | None:
+    """The next member for a free slot, or None. Call under `claim_lock`."""
+    queued = ask_queued(study)
+    if queued is not None:
+        adopt(study, queued)
+        _own(queued, owner)
+        return queued
+    states, latest = population(study)
+    for step in steps_to_decide(states, plan.scheduler.population):
+        take_decisions(
+            study, latest, decide(states, step, plan.scheduler, plan.space, plan.maximize, plan.seed)
+        )
+        states, latest = population(study)
+    ready = sorted(
+        (m for m in states if m.paused_at is not None and m.paused_at in m.decided),
+        key=lambda m: (m.paused_at, m.number),
+    )
+    for member in ready:
+        frozen = latest[member.number]
+        checkpoint = pause.checkpoint_of(frozen)
+        if checkpoint is None:
+            continue
+        resumed = pause.resume_trial(study, trial_id(frozen), {**owner, "resume_from": str(checkpoint)})
+        if resumed is not None:
+            return resumed
+    if len(states) < plan.scheduler.population:
+        trial = ask_new(study)
+        trial.set_user_attr(MEMBER, trial.number)
+        _own(trial, owner)
+        return trial
+    return None
+
+
+def _own(trial: optuna.Trial, owner: dict[str, Any]) -> None:
+    """Who runs the trial, written at once: another worker that finds nothing to claim waits while a trial with an
+    owner runs (a member it may have to continue after), instead of leaving."""
+    for key, value in owner.items():
+        trial.set_user_attr(key, value)
+
+
+def take_decisions(study: optuna.Study, latest: dict[int, FrozenTrial], decisions: list[Decision]) -> None:
+    """Copy the sources' checkpoints for the members that exploit, record their new segments, mark all decided."""
+    for decision in decisions:
+        member = latest[decision.member]
+        if decision.source is not None:
+            source = latest[decision.source]
+            target = pause.checkpoint_of(member)
+            assert target is not None  # it is paused at decision.step
+            copy_checkpoint(checkpoint_at(source, decision.step), target.parent)
+            record_segment(
+                storage_of(study), trial_id(member), Segment(decision.step, decision.params, decision.source)
+            )
+        done = sorted({*(member.system_attrs.get(DECIDED) or []), decision.step})
+        storage_of(study).set_trial_system_attr(trial_id(member), DECIDED, done)
+
+
+def checkpoint_at(trial: FrozenTrial, step: int) -> Path:
+    """A member's checkpoint at `step`: the one it is paused at, else the one in its folder."""
+    paused = pause.checkpoint_of(trial)
+    if paused is not None and paused.name == checkpoint_dir("", step).name:
+        return paused
+    return checkpoint_dir(trial.user_attrs.get("run_dir", ""), step)
+
+
+def adopt(study: optuna.Study, trial: optuna.Trial) -> None:
+    """A crash retry continues its member: it takes the member's number, lineage and decided intervals."""
+    storage = storage_of(study)
+    trials = study.get_trials(deepcopy=False)
+    by_number = {t.number: t for t in trials}
+    frozen = by_number[trial.number]
+    previous = frozen.user_attrs.get("requeued_from_trial")
+    trial.set_user_attr(MEMBER, member_of(frozen, by_number))
+    if previous is None or int(previous) not in by_number:
+        return
+    before = by_number[int(previous)]
+    for key in ("hpo:lineage", DECIDED):
+        if before.system_attrs.get(key) is not None:
+            storage.set_trial_system_attr(trial_id(trial), key, before.system_attrs[key])
+
+
+# ---- what a claimed member trains with ------------------------------------------------------------------------------
+def member_setup(
+    study: optuna.Study, trial: optuna.Trial, resume_from: str | None
+) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    """(its current hyperparameters, {step: changes}) for a member about to train (its parameters sampled). The
+    changes are those of a copy made at the step it resumes from: a copied checkpoint holds the source's values, the
+    member's own later checkpoints its own."""
+    trials = study.get_trials(deepcopy=False)
+    by_number = {t.number: t for t in trials}
+    member = member_of(by_number[trial.number], by_number)
+    steps = schedule(latest_by_member(trials), member)
+    if resume_from is None:
+        return dict(steps[-1].params), {}
+    step = int(Path(resume_from).name.rsplit("-", 1)[1])
+    changed = changes(steps).get(step)
+    return dict(steps[-1].params), ({step: changed} if changed else {})

@@ -1,0 +1,141 @@
+"""ASHA state lives in the study's database: a SIGKILLed `hpo run` loses no paused trial, two processes sharing the
+database never promote one trial twice, and paused trials hold one checkpoint each, none once they cannot go on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from optuna.trial import TrialState
+from scheduler_support import kill_quietly, slow_study, start_hpo, trials, wait_for
+
+from hpo.storage import pause
+from hpo.storage.retention import checkpoints_in
+
+ASHA = {"type": "asha", "min_resource": 4, "max_resource": 16, "reduction_factor": 2}
+
+
+def asha_slow_study(folder, n_trials, delay=0.05, **scheduler):
+    return slow_study(
+        folder,
+        delay=delay,
+        study={
+            "n_trials": n_trials,
+            "scheduler": {**ASHA, **scheduler},
+            "sampler": {"type": "random", "seed": 1},
+        },
+        training={"max_steps": 16},
+        resources={"workers": 2},
+    )
+
+
+def paused_now(folder):
+    return [t for t in trials(folder) if pause.is_paused(t)]
+
+
+def check_disk(folder, seen: dict[int, int]) -> None:
+    """Each paused trial holds exactly the checkpoint it resumes from; a trial that ended PRUNED holds none."""
+    for trial in trials(folder):
+        run_dir = folder / "out" / f"trial-{trial.number}"
+        held = checkpoints_in(run_dir)
+        if pause.is_paused(trial):
+            checkpoint = pause.checkpoint_of(trial)
+            # The trial may be resumed between the two reads, and even pause again at its next rung: then it has
+            # written checkpoints meanwhile. Only a trial paused at the same step in both reads is judged.
+            again = next(t for t in trials(folder) if t.number == trial.number)
+            if pause.is_paused(again) and pause.pause_info(again)["step"] == pause.pause_info(trial)["step"]:
+                assert [p.name for p in held] == [checkpoint.name], (trial.number, held)
+                seen[trial.number] = seen.get(trial.number, 0) + 1
+        elif trial.state == TrialState.PRUNED:
+            assert held == [], (trial.number, held)
+
+
+def test_sigkill_of_hpo_run_loses_no_paused_trial_and_a_second_run_finishes(tmp_path):
+    asha_slow_study(tmp_path, n_trials=8)
+    first = start_hpo(tmp_path, "run")
+    seen: dict[int, int] = {}
+    try:
+        paused_at_check: list[int] = []
+
+        def two_paused():
+            check_disk(tmp_path, seen)
+            paused_at_check[:] = [t.number for t in paused_now(tmp_path)]
+            return len(paused_at_check) >= 2
+
+        wait_for(two_paused, timeout=120, what="two paused trials")
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+    finally:
+        kill_quietly(first)
+    assert seen  # the disk was checked while trials were paused
+    at_kill = {t.number: pause.pause_info(t) for t in paused_now(tmp_path)}
+    # A paused trial may have been promoted between the last check and the kill: then it is a running trial the
+    # kill stopped (its retry resumes it), not a paused one; none of them may simply vanish.
+    by_number = {t.number: t for t in trials(tmp_path)}
+    for number in paused_at_check:
+        assert number in at_kill or by_number[number].system_attrs.get(pause.RESUMED_AT), number
+    assert at_kill
+    for number, info in at_kill.items():
+        assert (tmp_path / "out" / f"trial-{number}" / f"checkpoint-{info['step']}").is_dir()
+
+    status = subprocess.run(  # what a user sees between the two runs
+        [sys.executable, "-m", "hpo.cli", "status", str(tmp_path / "study.yaml")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=120,
+    )
+    shown = status.stdout
+    assert status.returncode == 0, status.stderr
+    assert shown.count("PAUSED") == len(at_kill), shown
+    assert "rungs (reduction factor 2)" in shown and "(paused)" in shown
+
+    second = start_hpo(tmp_path, "run")
+    try:
+        output, _ = second.communicate(timeout=300)
+    finally:
+        kill_quietly(second)
+    assert second.returncode == 0, output
+    final = {t.number: t for t in trials(tmp_path)}
+    for number, info in at_kill.items():  # every trial paused at the kill was judged again, none was lost
+        trial = final[number]
+        assert trial.state in (TrialState.COMPLETE, TrialState.PRUNED), (number, trial.state)
+        assert trial.intermediate_values[info["step"]] == info["value"]
+        resumed = trial.system_attrs.get(pause.RESUMED_AT) or []
+        assert trial.state == TrialState.PRUNED or info["step"] in resumed
+    assert not paused_now(tmp_path)
+    configurations = [t for t in final.values() if not t.user_attrs.get("requeued")]
+    assert len(configurations) == 8  # killed running trials were retried, not counted twice
+    for trial in final.values():
+        if trial.state == TrialState.PRUNED:
+            assert checkpoints_in(tmp_path / "out" / f"trial-{trial.number}") == []
+
+
+def test_two_processes_on_one_database_never_promote_a_trial_twice(tmp_path):
+    asha_slow_study(tmp_path, n_trials=12, delay=0.02, continue_in_place=False)  # every promotion a resume
+    runs = [start_hpo(tmp_path, "run"), start_hpo(tmp_path, "worker")]
+    seen: dict[int, int] = {}
+    try:
+        wait_for(
+            lambda: check_disk(tmp_path, seen) or all(r.poll() is not None for r in runs),
+            timeout=300,
+            what="both processes to finish",
+        )
+    finally:
+        for run in runs:
+            kill_quietly(run)
+    outputs = [run.stdout.read() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    final = trials(tmp_path)
+    # A trial whose heartbeat aged on a busy machine is failed and retried from its checkpoint: not counted twice.
+    configurations = [t for t in final if not t.user_attrs.get("requeued")]
+    failed = {t.number: t.user_attrs.get("error") for t in configurations if t.state == TrialState.FAIL}
+    assert {t.state for t in configurations} <= {TrialState.COMPLETE, TrialState.PRUNED}, failed
+    for trial in final:
+        resumed = trial.system_attrs.get(pause.RESUMED_AT) or []
+        assert len(resumed) == len(set(resumed)), (trial.number, resumed)  # one resume per pause point
+    assert sum(len(t.system_attrs.get(pause.RESUMED_AT) or []) for t in final) >= 1
+    assert len(configurations) == 12
+    assert seen
