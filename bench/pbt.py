@@ -172,7 +172,10 @@ def run_ray(python: str, folder: Path, rates: list[float], args: argparse.Namesp
     command = [python, str(ROOT / "bench" / "pbt_ray.py"), "--rates", str(path), "--out", str(folder / "ray")]
     command += ["--steps", str(args.steps), "--interval", str(args.interval), "--cpus", str(args.workers)]
     command += ["--seed", str(args.seed)]
+    started = time.perf_counter()
     finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    # The whole process, as for `hpo run`: importing ray, ray.init, the trials and ray.shutdown.
+    wall = time.perf_counter() - started
     if finished.returncode != 0:
         raise SystemExit(
             f"ray_pbt: bench/pbt_ray.py failed ({finished.returncode}): {finished.stderr[-2000:]}"
@@ -181,7 +184,7 @@ def run_ray(python: str, folder: Path, rates: list[float], args: argparse.Namesp
     if figures["complete"] != len(rates):
         raise SystemExit(f"ray_pbt: {figures['complete']} of {len(rates)} members reached step {args.steps}")
     curves = [[(int(step), float(value)) for step, value in curve] for curve in figures["curves"]]
-    return Result("ray_pbt", float(figures["best"]), curves, float(figures["wall_s"]), members=True)
+    return Result("ray_pbt", float(figures["best"]), curves, wall, members=True)
 
 
 def ray_python(value: str) -> str:
@@ -273,6 +276,8 @@ def main() -> None:
     )
     print(f"the winner itself: {pbt.best:.6f} ({'identical' if pbt.replayed == pbt.best else 'differs'})")
     if "ray_pbt" in results:
+        # Both populations started from these (bench/pbt_ray.py --rates takes them as a JSON list).
+        print(f"initial learning rates of the members: {json.dumps([round(r, 6) for r in pbt.initial or []])}")
         print(ray_versus_ours(results["ray_pbt"], pbt, target, strict, args))
 
 
