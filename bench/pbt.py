@@ -277,7 +277,9 @@ def main() -> None:
     print(f"the winner itself: {pbt.best:.6f} ({'identical' if pbt.replayed == pbt.best else 'differs'})")
     if "ray_pbt" in results:
         # Both populations started from these (bench/pbt_ray.py --rates takes them as a JSON list).
-        print(f"initial learning rates of the members: {json.dumps([round(r, 6) for r in pbt.initial or []])}")
+        print(
+            f"initial learning rates of the members: {json.dumps([round(r, 6) for r in pbt.initial or []])}"
+        )
         print(ray_versus_ours(results["ray_pbt"], pbt, target, strict, args))
 
 
