@@ -14,8 +14,14 @@ members x steps trial-steps. Printed per contender: the final eval loss of its b
 ship), the trial-steps spent until some evaluation first reached the target (by default the final loss of random
 search's best trial), and the wall time, each with its ratio to random search. Steps to target count trials run
 `workers` at a time in number order, as the workers claim them; PBT's members advance in lockstep (all of them at step s
-have spent members x s). The wall time includes PBT's pause/resume at every interval (save, new process, restore). Ray Tune's
-PopulationBasedTraining is not compared: ray is not installed here (the `bench` extra of the peers work adds it).
+have spent members x s). The wall time includes PBT's pause/resume at every interval (save, new process, restore).
+
+With `--ray-python PY` (a Python with ray[tune], e.g. the bench extra's .venv-bench/bin/python) Ray Tune's
+PopulationBasedTraining (synch=True, so its members move in lockstep too) runs the same problem through bench/pbt_ray.py,
+starting from our PBT's initial learning rates; its row counts steps to target the same way and its wall time includes
+Ray's start-up.
+
+    python bench/pbt.py --ray-python /path/to/.venv-bench/bin/python
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from pathlib import Path
 import optuna
 import yaml
 
+from hpo.storage import lineage
+
 ROOT = Path(__file__).resolve().parents[1]
 LR_LOW, LR_HIGH = 1e-3, 1.0
 
@@ -46,6 +54,7 @@ class Result:
     wall_s: float
     members: bool = False
     replayed: float | None = None  # PBT: the final eval loss of `hpo retrain --replay` of the winner
+    initial: list[float] | None = None  # PBT: each member's initial learning rate, in member order
 
     def steps_to(self, target: float, steps: int, workers: int) -> float:
         """Trial-steps spent until an evaluation first reached `target` (lower is better); inf when none did. Members
@@ -152,7 +161,42 @@ def run(folder: Path, kind: str, args: argparse.Namespace) -> Result:
     result = Result(kind, min(t.values[0] for t in trials), curves, wall, members=kind == "pbt")
     if kind == "pbt":
         result.replayed = replay(path, folder / "replay")
+        result.initial = [float(lineage.segments(t)[0].params["learning_rate"]) for t in trials]
     return result
+
+
+def run_ray(python: str, folder: Path, rates: list[float], args: argparse.Namespace) -> Result:
+    """Ray Tune's PopulationBasedTraining in its own interpreter (bench/pbt_ray.py), from the same initial rates."""
+    path = folder / "rates.json"
+    path.write_text(json.dumps(rates))
+    command = [python, str(ROOT / "bench" / "pbt_ray.py"), "--rates", str(path), "--out", str(folder / "ray")]
+    command += ["--steps", str(args.steps), "--interval", str(args.interval), "--cpus", str(args.workers)]
+    command += ["--seed", str(args.seed)]
+    started = time.perf_counter()
+    finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    # The whole process, as for `hpo run`: importing ray, ray.init, the trials and ray.shutdown.
+    wall = time.perf_counter() - started
+    if finished.returncode != 0:
+        raise SystemExit(
+            f"ray_pbt: bench/pbt_ray.py failed ({finished.returncode}): {finished.stderr[-2000:]}"
+        )
+    figures = json.loads(finished.stdout.strip().splitlines()[-1])
+    if figures["complete"] != len(rates):
+        raise SystemExit(f"ray_pbt: {figures['complete']} of {len(rates)} members reached step {args.steps}")
+    curves = [[(int(step), float(value)) for step, value in curve] for curve in figures["curves"]]
+    return Result("ray_pbt", float(figures["best"]), curves, wall, members=True)
+
+
+def ray_python(value: str) -> str:
+    """--ray-python must name an existing interpreter: checked before minutes of other contenders run."""
+    if not Path(value).is_file():
+        print(
+            f"bench/pbt.py: --ray-python {value}: no such file; give a Python that has ray[tune] "
+            "(e.g. .venv-bench/bin/python), or leave the option out",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return value
 
 
 def replay(path: Path, out: Path) -> float:
@@ -186,11 +230,19 @@ def main() -> None:
     parser.add_argument(
         "--target", type=float, default=None, help="eval loss target (default: random's best)"
     )
+    parser.add_argument(
+        "--ray-python",
+        type=ray_python,
+        help="a Python with ray[tune] (e.g. .venv-bench/bin/python): adds Ray Tune's PopulationBasedTraining",
+    )
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     folder = Path(tempfile.mkdtemp(prefix="bench-pbt-"))
     try:
         results = {kind: run(folder, kind, args) for kind in ("random", "tpe", "pbt")}
+        if args.ray_python:
+            rates = results["pbt"].initial or []
+            results["ray_pbt"] = run_ray(args.ray_python, folder, rates, args)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     target = args.target if args.target is not None else results["random"].best
@@ -223,6 +275,31 @@ def main() -> None:
         f"replay of the PBT winner's schedule from scratch (hpo retrain --replay): final eval loss {pbt.replayed:.6f}"
     )
     print(f"the winner itself: {pbt.best:.6f} ({'identical' if pbt.replayed == pbt.best else 'differs'})")
+    if "ray_pbt" in results:
+        # Both populations started from these (bench/pbt_ray.py --rates takes them as a JSON list).
+        print(
+            f"initial learning rates of the members: {json.dumps([round(r, 6) for r in pbt.initial or []])}"
+        )
+        print(ray_versus_ours(results["ray_pbt"], pbt, target, strict, args))
+
+
+def ray_versus_ours(ray: Result, pbt: Result, target: float, strict: float, args: argparse.Namespace) -> str:
+    """Ray's PBT as ratios to ours (above 1: Ray's loss is higher, it needs more steps, it takes longer)."""
+
+    def steps(result: Result, level: float) -> float:
+        return result.steps_to(level, args.steps, args.workers)
+
+    def ratio(theirs: float, ours: float) -> str:
+        if math.isfinite(theirs) and math.isfinite(ours):
+            return f"{theirs / ours:.2f}x"
+        shown = [f"{value:.0f}" if math.isfinite(value) else "never" for value in (theirs, ours)]
+        return f"{shown[0]} vs {shown[1]}"
+
+    return (
+        f"ray_pbt / pbt: final eval loss {ray.best / pbt.best:.2f}x, trial-steps to {target:.4f} "
+        f"{ratio(steps(ray, target), steps(pbt, target))}, to {strict:.4f} {ratio(steps(ray, strict), steps(pbt, strict))}, "
+        f"wall {ray.wall_s / pbt.wall_s:.2f}x"
+    )
 
 
 if __name__ == "__main__":
