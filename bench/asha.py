@@ -1,7 +1,8 @@
-"""Promotion-type ASHA against stop-type successive halving and Hyperband (Optuna's pruners) on the digits study.
+"""Promotion-type ASHA against stop-type successive halving and Hyperband (Optuna's pruners), on two problems.
 
-    python bench/asha.py                             # 27 configurations, 2 workers, target accuracy 0.97
+    python bench/asha.py                             # digits: 27 configurations, 2 workers, target accuracy 0.97
     python bench/asha.py --trials 40 --target 0.975 --only asha,hyperband
+    python bench/asha.py --problem minilm-lora       # LoRA on MiniLM: 9 configurations, target 0.9 (4-8 min, 2 cores)
 
 The digits study (studies/digits_mlp.yaml: an MLP on scikit-learn's digits, 20 epochs of 45 steps, an evaluation each
 epoch) is run once per contender with the same budget and the same worker count: the same N configurations, drawn
@@ -17,6 +18,10 @@ trial's last global step: a resumed trial's steps count once); wall time. Then t
 measured cost per promotion (pause: save + exit; resume: restart + restore up to the first step).
 With `--ray-python PY` (a Python with the bench extra, ray[tune]) Ray Tune's ASHAScheduler (stop-type, grace 1 epoch,
 reduction factor 3) runs the same configurations through bench/asha_ray.py; its time to target counts from ray.init.
+`--problem minilm-lora` runs the same contenders on studies/minilm_lora.yaml (peft LoRA adapters on the pretrained
+MiniLM-L6, generated reviews) cut short: 36 steps of 16 reviews, an evaluation every 4 steps, rungs at steps 4 and 12
+(the pruners' min_resource 4 steps, Hyperband's max 36), 9 configurations. Ray is skipped there: bench/asha_ray.py
+trains the digits MLP only.
 Other processes on the machine slow every contender alike only if they stay steady: run it on a quiet machine.
 """
 
