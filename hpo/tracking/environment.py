@@ -43,9 +43,14 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-@functools.cache
 def git_commit(folder: str = ".") -> str | None:
     """HEAD of the git checkout holding `folder` (with "-dirty" when it has uncommitted changes), or None."""
+    # Cached by absolute path: "." means another folder after a chdir (a study run from elsewhere in one process).
+    return _git_commit(str(Path(folder).resolve()))
+
+
+@functools.cache
+def _git_commit(folder: str) -> str | None:
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=5, check=True

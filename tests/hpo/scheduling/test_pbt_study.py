@@ -60,7 +60,8 @@ def test_members_exploit_in_lockstep_and_replay_reproduces_the_winner(tmp_path, 
     for member, copy in copies:
         scores = {n: t.intermediate_values[copy.step] for n, t in by_member.items()}
         assert scores[member] == min(scores.values()) and scores[copy.source] == max(scores.values())
-        before = next(s for s in schedule(by_member, copy.source) if s.step <= copy.step).params
+        # The source's values when it was copied: its latest segment by then (it may itself have copied earlier).
+        before = [s for s in schedule(by_member, copy.source) if s.step <= copy.step][-1].params
         assert copy.params["learning_rate"] in (
             min(0.5, before["learning_rate"] * 2.0),
             max(1e-4, before["learning_rate"] * 0.5),

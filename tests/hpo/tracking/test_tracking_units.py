@@ -13,6 +13,7 @@ from hpo.errors import HpoError
 from hpo.export.weights import checkpoint_state_dict
 from hpo.spec import load_study_spec
 from hpo.tracking import RunInfo
+from hpo.tracking.environment import git_commit
 from hpo.tracking.events import record_event, store_location
 from hpo.tracking.store import open_store
 from hpo.tracking.wandb_callback import default_mode
@@ -90,3 +91,14 @@ def test_wandb_that_cannot_start_costs_the_wandb_run_not_the_trial(tmp_path, mon
     callback.finish("completed", [0.5])
 
     assert callback.wandb_run is None and callback.mode == "disabled"
+
+
+def test_the_git_commit_follows_the_current_folder(tmp_path, monkeypatch):
+    """A run row records the commit of the checkout it ran in: a process that ran a study elsewhere first (a folder
+    outside any checkout) still records its checkout's commit afterwards, and the other way round."""
+    checkout = git_commit()
+    assert checkout and len(checkout.removesuffix("-dirty")) == 40
+    monkeypatch.chdir(tmp_path)
+    assert git_commit() is None
+    monkeypatch.undo()
+    assert git_commit() == checkout
