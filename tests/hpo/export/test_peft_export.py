@@ -26,7 +26,13 @@ STUDY = {
         "metric": "loss",
         "n_trials": 3,
         "pruner": {"type": "none"},
-        "enqueue": [{"r": 2, "target_modules": "query,value"}, {"r": 8, "target_modules": "key,dense"}],
+        # Three distinct configurations: a sampled third could repeat one, and two equal trials train to equal
+        # adapters (same seed), which the --top test must tell apart.
+        "enqueue": [
+            {"r": 2, "target_modules": "query,value"},
+            {"r": 8, "target_modules": "key,dense"},
+            {"r": 8, "target_modules": "query,value"},
+        ],
         "keep_checkpoints": {"top_k": 3},
     },
     "task": {
