@@ -3,16 +3,12 @@ at its rungs once, no pause point is resumed twice, and n_trials counts configur
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import optuna
 import pytest
 from optuna.trial import TrialState
-from scheduler_support import slow_study
+from scheduler_support import slow_study, start_machine
 
 from hpo.storage import pause
 from hpo.storage.database import create_storage
@@ -28,20 +24,6 @@ ASHA = {
 }
 
 
-def _machine(folder: Path, url: str, name: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "hpo.cli", "worker", str(folder / "study.yaml"), "--storage", url]
-    command += ["--set", f"study.name={name}", "--workers", "2"]
-    return subprocess.Popen(
-        command,
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        start_new_session=True,
-    )
-
-
 def test_two_machines_never_resume_a_paused_trial_twice(tmp_path, postgres_url):
     slow_study(
         tmp_path,
@@ -50,7 +32,7 @@ def test_two_machines_never_resume_a_paused_trial_twice(tmp_path, postgres_url):
         training={"max_steps": 16},
     )
     name = f"pg-asha-{uuid.uuid4().hex[:8]}"
-    machines = [_machine(tmp_path, postgres_url, name) for _ in range(2)]
+    machines = [start_machine(tmp_path, postgres_url, name, "--workers", "2") for _ in range(2)]
     outputs = [m.communicate(timeout=300)[0] for m in machines]
     assert [m.returncode for m in machines] == [0, 0], outputs
     done = optuna.load_study(study_name=name, storage=create_storage(postgres_url)).get_trials(deepcopy=False)

@@ -4,34 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import optuna
 import pytest
 from optuna.trial import TrialState
-from scheduler_support import MAX_STEPS, slow_study, wait_for
+from scheduler_support import MAX_STEPS, slow_study, start_machine, wait_for
 
 from hpo.storage.database import create_storage
 
 pytestmark = pytest.mark.postgres
-
-
-def _machine(folder: Path, url: str, name: str, *args: str) -> subprocess.Popen:
-    """`hpo worker` in its own process group, as on another machine."""
-    command = [sys.executable, "-m", "hpo.cli", "worker", str(folder / "study.yaml"), "--storage", url]
-    command += ["--set", f"study.name={name}", *args]
-    return subprocess.Popen(
-        command,
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        start_new_session=True,
-    )
 
 
 def _trials(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
@@ -50,7 +32,7 @@ def test_two_machines_share_the_study_and_stop_at_n_trials(tmp_path, postgres_ur
         study={"pruner": {"type": "none"}},
     )
     name = f"pg-{uuid.uuid4().hex[:8]}"
-    machines = [_machine(tmp_path, postgres_url, name, "--n-trials", "6") for _ in range(2)]
+    machines = [start_machine(tmp_path, postgres_url, name, "--n-trials", "6") for _ in range(2)]
     outputs = [m.communicate(timeout=240)[0] for m in machines]
     assert [m.returncode for m in machines] == [0, 0], outputs
     done = _trials(postgres_url, name)
@@ -65,7 +47,7 @@ def test_two_machines_share_the_study_and_stop_at_n_trials(tmp_path, postgres_ur
 def test_a_dead_machines_trial_is_taken_over_and_resumed(tmp_path, postgres_url):
     slow_study(tmp_path)  # heartbeat every 1 s, stale after 3 s
     name = f"pg-{uuid.uuid4().hex[:8]}"
-    first = _machine(tmp_path, postgres_url, name, "--n-trials", "1")
+    first = start_machine(tmp_path, postgres_url, name, "--n-trials", "1")
 
     def running_with_checkpoint():
         for trial in _trials(postgres_url, name):
@@ -77,7 +59,7 @@ def test_a_dead_machines_trial_is_taken_over_and_resumed(tmp_path, postgres_url)
         wait_for(running_with_checkpoint, what="trial 0 at checkpoint-8")
         os.killpg(first.pid, signal.SIGKILL)  # the whole machine: its worker and trial die without a word
         first.wait()
-        second = _machine(tmp_path, postgres_url, name, "--n-trials", "1")
+        second = start_machine(tmp_path, postgres_url, name, "--n-trials", "1")
         output, _ = second.communicate(timeout=240)
     finally:
         for process in (first,):

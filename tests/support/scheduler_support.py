@@ -74,6 +74,21 @@ def start_hpo(folder: Path, *args: str) -> subprocess.Popen:
     )
 
 
+def start_machine(folder: Path, url: str, name: str, *args: str) -> subprocess.Popen:
+    """`hpo worker` on a shared storage in its own process group, as on another machine (kill it with os.killpg)."""
+    command = [sys.executable, "-m", "hpo.cli", "worker", str(folder / "study.yaml"), "--storage", url]
+    command += ["--set", f"study.name={name}", *args]
+    return subprocess.Popen(
+        command,
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        start_new_session=True,
+    )
+
+
 def ctrl_c_as_in_a_terminal() -> None:
     """A shell starting a background job without job control (`pytest ... &` in a script, nohup) sets SIGINT to
     ignored, and Python keeps an ignored SIGINT ignored: the Ctrl-C tests would then see a run that never stops.
