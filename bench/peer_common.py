@@ -111,8 +111,11 @@ class Events:
     def __init__(self, path: str | Path | None, trial: Any) -> None:
         self.path, self.trial, self.rows = path, str(trial), []
 
-    def add(self, epoch: int, accuracy: float) -> None:
-        self.rows.append({"trial": self.trial, "time": time.time(), "epoch": epoch, "accuracy": accuracy})
+    def add(self, epoch: float, accuracy: float, step: int | None = None) -> None:
+        row = {"trial": self.trial, "time": time.time(), "epoch": epoch, "accuracy": accuracy}
+        if step is not None:  # the MiniLM problem evaluates every few steps: its progress is counted in steps
+            row["step"] = step
+        self.rows.append(row)
 
     def write(self) -> None:
         if self.path is None or not self.rows:

@@ -3,12 +3,19 @@ from.
 
     python bench/peer_transformers.py --out /tmp/hf-digits                 # 30 trials, one after another
     python bench/peer_transformers.py --out /tmp/h --trials 1 --epochs 1   # start-up cost
+    python bench/peer_transformers.py --problem minilm-lora --out /tmp/h-lora --trials 6 --steps 36
 
 transformers' Trainer with the study file's arguments (cosine schedule with 5 % warm-up, batch 32/512, an evaluation
 per epoch, seed 0, clipping 1.0, AdamW with decay on matrices only) and its Optuna search: TPE, the Hyperband pruner
 (fed by the Trainer at each evaluation), the known-good point enqueued first on the SQLite storage the search opens.
 Its search runs trials one after another in this one process (no process per trial, no parallel trials); one torch
 thread, as the study's `threads_per_trial`. A trial's value is its last evaluation (transformers' rule).
+
+`--problem minilm-lora`: the Trainer around `model_init` returning bench/peer_minilm.py's model (the pretrained MiniLM
+in the sampled peft LoRA adapter), studies/minilm_lora.yaml's arguments cut to `--steps` (linear schedule, ceil(5 %)
+warm-up, batch 16/64, the task's padding collator and accuracy, an evaluation every 4 steps), TPE with 3 start-up
+trials and the median pruner after 2 complete trials, the study's known-good point enqueued first. The Trainer draws
+its own shuffling order (a seeded RandomSampler), not the one hpo's trainer and the hand loop share.
 """
 
 from __future__ import annotations
@@ -47,8 +54,11 @@ from peer_common import (  # noqa: E402
 class EventsCallback(TrainerCallback):
     """Keeps each evaluation's accuracy with its time, written when the trial's training ends (pruned or not)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, steps: bool = False) -> None:
+        self.path, self.steps = (
+            path,
+            steps,
+        )  # steps: also keep each evaluation's global step (the MiniLM problem)
         self.events: Events | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -56,7 +66,10 @@ class EventsCallback(TrainerCallback):
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self.events is not None and metrics and "eval_accuracy" in metrics:
-            self.events.add(round(state.epoch or 0), float(metrics["eval_accuracy"]))
+            if self.steps:
+                self.events.add(state.epoch or 0, float(metrics["eval_accuracy"]), step=state.global_step)
+            else:
+                self.events.add(round(state.epoch or 0), float(metrics["eval_accuracy"]))
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.events is not None:
@@ -128,16 +141,93 @@ def run(out: Path, trials: int, epochs: int, seed: int) -> tuple[float, Any]:
     return time.perf_counter() - started, best
 
 
+def lora_model_init(trial: Any) -> torch.nn.Module:
+    # Imported here, not at the top: peft's import (seconds) is for the MiniLM problem only.
+    import peer_minilm
+
+    # The Trainer calls model_init before hp_space, so trial.params is still empty here: sample the space (Optuna gives
+    # a trial the same value when hp_space asks for a name again). None: the Trainer's first, unsearched model.
+    return peer_minilm.lora_model(peer_minilm.sample(trial) if trial is not None else peer_minilm.ENQUEUED)
+
+
+def lora_hp_space(trial: optuna.Trial) -> dict[str, Any]:
+    # The Trainer sets learning_rate on its TrainingArguments; lora_model_init reads the adapter's fields.
+    import peer_minilm
+
+    return {"learning_rate": peer_minilm.sample(trial)["learning_rate"]}
+
+
+def run_lora(out: Path, trials: int, steps: int, seed: int) -> tuple[float, Any]:
+    import peer_minilm
+
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    torch.set_num_threads(1)
+    train_set, eval_set = peer_minilm.data()
+    args = TrainingArguments(
+        output_dir=str(out / "trainer"),
+        max_steps=steps,
+        per_device_train_batch_size=peer_minilm.BATCH,
+        per_device_eval_batch_size=peer_minilm.EVAL_BATCH,
+        lr_scheduler_type="linear",
+        warmup_steps=math.ceil(steps * peer_minilm.WARMUP_RATIO),
+        max_grad_norm=peer_minilm.MAX_GRAD_NORM,
+        logging_steps=peer_minilm.EVAL_EVERY,
+        eval_strategy="steps",
+        eval_steps=peer_minilm.EVAL_EVERY,
+        save_strategy="no",
+        seed=peer_minilm.SEED,
+        disable_tqdm=True,
+        report_to="none",
+        use_cpu=True,
+    )
+    trainer = Trainer(
+        model_init=lora_model_init,
+        args=args,
+        train_dataset=train_set,
+        eval_dataset=eval_set,
+        data_collator=peer_minilm.minilm.collator,
+        compute_metrics=peer_minilm.minilm.compute_metrics,
+        callbacks=[EventsCallback(out / "events.jsonl", steps=True)],
+    )
+    storage = f"sqlite:///{out / 'study.db'}"
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=peer_minilm.N_STARTUP_TRIALS)
+    study = optuna.create_study(
+        study_name=peer_minilm.STUDY, storage=storage, direction="maximize", sampler=sampler
+    )
+    study.enqueue_trial(peer_minilm.ENQUEUED)
+    best = trainer.hyperparameter_search(
+        hp_space=lora_hp_space,
+        compute_objective=lambda metrics: metrics["eval_accuracy"],
+        n_trials=trials,
+        direction="maximize",
+        backend="optuna",
+        study_name=peer_minilm.STUDY,
+        storage=storage,
+        load_if_exists=True,
+        sampler=sampler,
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=peer_minilm.PRUNER_STARTUP_TRIALS),
+    )
+    return time.perf_counter() - started, best
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/hf_digits"))
     parser.add_argument("--trials", type=int, default=30)
-    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--problem", choices=["digits", "minilm-lora"], default="digits")
+    parser.add_argument("--epochs", type=int, default=20, help="digits: epochs per trial")
+    parser.add_argument(
+        "--steps", type=int, default=36, help="minilm-lora: steps per trial (an evaluation every 4)"
+    )
     parser.add_argument("--seed", type=int, default=SEED)
     options = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     transformers.logging.set_verbosity_error()
-    wall, best = run(options.out, options.trials, options.epochs, options.seed)
+    if options.problem == "minilm-lora":
+        wall, best = run_lora(options.out, options.trials, options.steps, options.seed)
+    else:
+        wall, best = run(options.out, options.trials, options.epochs, options.seed)
     print(json.dumps({"wall_s": round(wall, 2), "best_run_value": best.objective, "trials": options.trials}))
 
 

