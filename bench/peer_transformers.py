@@ -78,7 +78,9 @@ class EventsCallback(TrainerCallback):
 
 
 def model_init(trial: Any) -> torch.nn.Module:
-    params = trial.params if trial is not None else {}
+    # The Trainer calls model_init before hp_space, so trial.params is still empty here (every trial used to get the
+    # default MLP): sample the space, as hp_space will again (Optuna answers a name it has already drawn the same).
+    params = sample(trial) if trial is not None else {}
     return digits.model_init({k: params[k] for k in MODEL_KEYS if k in params})
 
 
