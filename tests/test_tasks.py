@@ -10,11 +10,11 @@ from trainer import EvalPrediction
 
 
 def test_digits_split_is_fixed_stratified_and_complete():
-    train, evaluation = digits.data({})
+    train, evaluation = digits.data()
     assert len(train) + len(evaluation) == 1797
     assert abs(len(evaluation) - 0.2 * 1797) < 10
     assert np.bincount(evaluation.labels.numpy()).min() >= 35  # every class is in the eval split
-    again_train, again_eval = digits.data({})
+    again_train, again_eval = digits.data()
     assert (again_eval.labels == evaluation.labels).all() and (again_eval.pixels == evaluation.pixels).all()
     assert float(train.pixels.max()) == 1.0 and float(train.pixels.min()) == 0.0
 

@@ -36,7 +36,7 @@ class RemoveColumnsCollator:
         self.collator, self.keep = collator, keep
 
     def __call__(self, features: list[Any]) -> Any:
-        if features and isinstance(features[0], dict):
+        if features and isinstance(features[0], dict) and not all(f.keys() <= self.keep for f in features):
             features = [{k: v for k, v in f.items() if k in self.keep} for f in features]
         return self.collator(features)
 

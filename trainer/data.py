@@ -105,7 +105,9 @@ def default_data_collator(features: list[Any]) -> Any:
         first = features[0]
         rename = {"label": "labels", "label_ids": "labels"} if "labels" not in first else {}
         keep = [k for k, v in first.items() if v is not None and not isinstance(v, str)]
-        features = [{rename.get(k, k): f[k] for k in keep} for f in features]
+        # Samples that need no key dropped or renamed are collated as they are (no new dict per sample).
+        if len(keep) < len(first) or any(k in rename for k in keep):
+            features = [{rename.get(k, k): f[k] for k in keep} for f in features]
     return default_collate(features)
 
 

@@ -61,6 +61,9 @@ class TrialJob:
     changes: dict[int, dict[str, Any]] = field(
         default_factory=dict
     )  # applied at those steps (a copied checkpoint)
+    # Return with rank 0's result while the process is still exiting (it is joined before the next fork), so the
+    # worker records the outcome meanwhile. Not on a GPU: the next trial must find the memory given back.
+    exit_in_background: bool = False
 
 
 @dataclass
@@ -142,6 +145,7 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
             resume_from=job.resume_from,
             extra_callbacks=callbacks,
             release_memory=False,
+            record_start=False,  # the worker stored run_dir, threads and resume point with its own attributes
             gpu_shared=job.gpu_shared,
             params=job.member_params,
         )
@@ -154,6 +158,16 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
 
 
 # ---- in the worker -------------------------------------------------------------------------------------------------
+# Trial processes that sent their result and may still be exiting (TrialJob.exit_in_background).
+_exiting: list[Any] = []
+
+
+def reap_exited() -> None:
+    """Wait for the trial processes that were left exiting."""
+    while _exiting:
+        _exiting.pop().join()
+
+
 def run_trial_processes(
     job: TrialJob,
     heartbeat: Callable[[], None],
@@ -165,6 +179,7 @@ def run_trial_processes(
 
     `stop_level()`: 0 run on, 1 interrupt (checkpoint and stop), 2 kill now. When one rank dies the others are killed,
     so no rank waits forever in a collective."""
+    reap_exited()
     context = multiprocessing.get_context("fork")
     reader, writer = context.Pipe(duplex=False)
     port = free_port() if job.ranks > 1 else 0
@@ -180,7 +195,11 @@ def run_trial_processes(
     writer.close()
     if on_start is not None:
         on_start([process.pid for process in processes])
-    result = _supervise(processes, reader, heartbeat, stop_level, heartbeat_interval)
+    leave_early = job.exit_in_background and job.ranks == 1
+    result = _supervise(processes, reader, heartbeat, stop_level, heartbeat_interval, leave_early)
+    if leave_early and result.outcome is not None:
+        _exiting.extend(processes)
+        return result
     for process in processes:
         process.join()
     result.exit_codes = [process.exitcode for process in processes]
@@ -193,6 +212,7 @@ def _supervise(
     heartbeat: Callable[[], None],
     stop_level: Callable[[], int],
     interval: float,
+    leave_on_result: bool = False,
 ) -> ChildResult:
     result: ChildResult | None = None
     open_reader: Connection | None = reader
@@ -212,6 +232,8 @@ def _supervise(
                 pass
             open_reader.close()
             open_reader = None
+            if leave_on_result and result is not None and result.outcome is not None:
+                return result
         if time.monotonic() - last_beat >= interval:
             heartbeat()
             last_beat = time.monotonic()

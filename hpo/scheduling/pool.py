@@ -41,6 +41,45 @@ MAX_RESTARTS = 3  # per slot, for workers that died (SIGKILL, out of memory)
 TrialReporter = Callable[[FrozenTrial], None]
 
 
+class StartedAhead:
+    """Worker processes started before the study is ready (`start_workers_ahead`): each imports torch and the trial
+    code while the scheduler checks the study file and opens the database, then waits for its configuration."""
+
+    def __init__(self, processes: dict[int, tuple[Slot, subprocess.Popen]]) -> None:
+        self.processes = processes
+
+    def take(self, slot: Slot) -> subprocess.Popen | None:
+        """The process started for this slot (same devices and threads), or None."""
+        started = self.processes.get(slot.index)
+        if started is None or started[0].environment() != slot.environment():
+            return None
+        del self.processes[slot.index]
+        return started[1]
+
+    def __enter__(self) -> StartedAhead:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.discard()
+
+    def discard(self) -> None:
+        """End the processes no slot took (the study needed fewer workers, or stopped before its trials)."""
+        for _, process in self.processes.values():
+            process.kill()
+            process.wait()
+        self.processes.clear()
+
+
+def start_workers_ahead(
+    spec: StudySpec, *, workers: int | None = None, gpus: Sequence[int] | None = None
+) -> StartedAhead:
+    """Start this machine's worker processes now, for the slots `run_trials` will make with the same arguments."""
+    slots = make_slots(spec.resources, gpus=gpus, workers=workers)
+    log_dir = worker_log_dir(spec)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return StartedAhead({slot.index: (slot, spawn_worker(slot, log_dir)) for slot in slots})
+
+
 def run_trials(
     spec: StudySpec,
     study: optuna.Study,
@@ -53,29 +92,32 @@ def run_trials(
     report: TrialReporter | None = None,
     console: Console | None = None,
     gpu_memory: MemoryReader | None = None,
+    ahead: StartedAhead | None = None,
 ) -> None:
     """Run trials until the study has `n_trials` (in total) or `timeout` seconds passed; each in a fresh process.
 
     `gpu_memory`: how workers whose GPU is shared read its memory (a module-level function, pickled by name; default
-    NVML, see `hpo.scheduling.gpu_gate`)."""
-    slots = make_slots(spec.resources, gpus=gpus, workers=workers, ranks_per_trial=ranks_per_trial)
-    if study_is_complete(study, n_trials):
-        return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
-    slots = _slots_needed(slots, study, n_trials)
-    pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory)
-    finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
-    console = console or Console(stderr=True)
-    console.print(describe_slots(slots))
-    with _signals_to(pool):
-        _watch(pool, study, n_trials, report, console)
-    if pool.slots and not pool.processes:
-        raise HpoError(
-            f"every worker failed, and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}"
-        )
-    if pool.stop_level:
-        # A second Ctrl-C killed the trials without a new checkpoint: the next run resumes them from their newest.
-        how = "stopped at once" if pool.stop_level > 1 else "stopped"
-        raise Interrupted(f"{how}: {describe_stop(study, str(spec.output_dir), finished_before)}")
+    NVML, see `hpo.scheduling.gpu_gate`). `ahead`: worker processes already started (`start_workers_ahead`); those
+    this run does not use are ended."""
+    with ahead or StartedAhead({}):  # on every way out, the started-ahead workers no slot took end
+        slots = make_slots(spec.resources, gpus=gpus, workers=workers, ranks_per_trial=ranks_per_trial)
+        if study_is_complete(study, n_trials):
+            return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
+        slots = _slots_needed(slots, study, n_trials)
+        pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory, ahead)
+        finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
+        console = console or Console(stderr=True)
+        console.print(describe_slots(slots))
+        with _signals_to(pool):
+            _watch(pool, study, n_trials, report, console)
+        if pool.slots and not pool.processes:
+            raise HpoError(
+                f"every worker failed, and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}"
+            )
+        if pool.stop_level:
+            # A second Ctrl-C killed the trials without a new checkpoint: the next run resumes them from their newest.
+            how = "stopped at once" if pool.stop_level > 1 else "stopped"
+            raise Interrupted(f"{how}: {describe_stop(study, str(spec.output_dir), finished_before)}")
 
 
 def _slots_needed(slots: list[Slot], study: optuna.Study, n_trials: int | None) -> list[Slot]:
@@ -96,12 +138,13 @@ class WorkerPool:
         n_trials: int | None,
         timeout: float | None,
         gpu_memory: MemoryReader | None = None,
+        ahead: StartedAhead | None = None,
     ) -> None:
         self.spec, self.url, self.slots, self.n_trials = spec, url, slots, n_trials
-        self.gpu_memory = gpu_memory
+        self.gpu_memory, self.ahead = gpu_memory, ahead
         self.deadline = None if timeout is None else time.time() + timeout
         self.status_dir = status_dir(spec)
-        self.log_dir = Path(spec.output_dir) / ".hpo" / "logs"
+        self.log_dir = worker_log_dir(spec)
         self.processes: dict[int, subprocess.Popen] = {}
         self.restarts: dict[int, int] = {}
         self.stop_level = 0
@@ -128,17 +171,9 @@ class WorkerPool:
             parent_pid=os.getpid(),
             gpu_memory=self.gpu_memory,
         )
-        env = {**os.environ, **slot.environment()}
-        log = open(self.log_dir / f"worker-{slot.index}.log", "ab")  # noqa: SIM115 - the child keeps it
-        process = subprocess.Popen(
-            [sys.executable, "-m", "hpo.scheduling.worker"],
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # Ctrl-C reaches only the scheduler, which asks workers to stop in order
-        )
-        log.close()
+        process = self.ahead.take(slot) if self.ahead is not None else None
+        if process is None:
+            process = spawn_worker(slot, self.log_dir)
         assert process.stdin is not None
         process.stdin.write(pickle.dumps(config))
         process.stdin.close()
@@ -196,6 +231,26 @@ class WorkerPool:
     def wait(self) -> None:
         for process in self.processes.values():
             process.wait()
+
+
+def worker_log_dir(spec: StudySpec) -> Path:
+    return Path(spec.output_dir) / ".hpo" / "logs"
+
+
+def spawn_worker(slot: Slot, log_dir: Path) -> subprocess.Popen:
+    """A worker process for `slot`: it imports torch and the scheduler, then reads its WorkerConfig from stdin."""
+    log = open(log_dir / f"worker-{slot.index}.log", "ab")  # noqa: SIM115 - the child keeps it
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "hpo.scheduling.worker"],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **slot.environment()},  # before torch loads: its devices and threads
+            start_new_session=True,  # Ctrl-C reaches only the scheduler, which asks workers to stop in order
+        )
+    finally:
+        log.close()
 
 
 class _signals_to:

@@ -3,7 +3,8 @@
     main():                                    python -m hpo.scheduling.worker, a pickled WorkerConfig on stdin
         die with the pool; SIGTERM/SIGINT count up stop requests      (StopRequests: 1 = save and stop, 2 = now)
         study = open_worker_study()            # a storage with this worker's heartbeat; sampler seeded apart
-        warm_up(); gc.freeze()                 # torch and the trial code imported once, shared by every fork
+        warm_up(); gc.freeze()                 # torch, the trial code (and a data() without parameters) loaded
+                                               # once, shared by every fork
         while no stop was asked and the deadline has not passed:
             on a shared GPU: wait while the GPU gate says no trial may start  (hpo.scheduling.gpu_gate)
             claim_trial():                                                          # CLAIM
@@ -26,7 +27,8 @@
                     max_retries; not a failed trial); alone -> FAIL with one line (hpo.trial.oom)
                 crashed / exception with retry_on_exception -> FAIL + queued again from its newest checkpoint
                 else -> record_outcome: COMPLETE with its values, PRUNED, or FAIL with its error
-            after_trial()                      # bound the disk (study.keep_checkpoints)
+            after_trial()                      # bound the disk (study.keep_checkpoints), done while the next
+                                               # trial's process starts (Chores), and when the worker leaves
             write the slot's status file       # for the live table and `hpo status`
 
 Workers coordinate only through the Optuna storage (heartbeats, the claim lock of `hpo.storage.database`), so
@@ -44,6 +46,7 @@ import socket
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +56,7 @@ import safetensors.torch  # noqa: F401 - imported once here, shared by every for
 import torch
 from optuna.trial import TrialState
 
-from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, run_trial_processes
+from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, reap_exited, run_trial_processes
 from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
 from hpo.scheduling.pbt import PbtPlan, claim_pbt_work, member_setup
 from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints
@@ -62,7 +65,7 @@ from hpo.spec import StudySpec
 from hpo.storage.database import claim_lock
 from hpo.storage.pause import pause_trial
 from hpo.storage.retention import after_trial
-from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials
+from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials, process_identity
 from hpo.storage.study_db import (
     open_worker_study,
     record_heartbeat,
@@ -76,7 +79,7 @@ from hpo.tracking import environment
 from hpo.tracking.events import record_event
 from hpo.tracking.store import trial_run_id
 from hpo.trial.callbacks import write_status
-from hpo.trial.run import record_outcome
+from hpo.trial.run import record_outcome, trial_dir
 from hpo.trial.space import sample_params
 
 logger = logging.getLogger(__name__)
@@ -209,19 +212,26 @@ def run_one(
     stop: StopRequests,
     claimed_at: float,
     gate: GpuGate | None = None,
+    while_starting: Callable[[], None] | None = None,
 ) -> ChildResult:
+    """Sample the trial's parameters, fork its process(es) and wait for the outcome. `while_starting()` runs in this
+    process while the trial's process starts (housekeeping left from the last trial waits on nothing)."""
     slot = config.slot
+    resume_from, resume_attrs = _resume_from(trial)
     attrs = {
         "worker": worker_identity(),
         "slot": slot.label,
         "devices": list(slot.devices),
         "ranks": slot.ranks,
+        # What the trial process would record as it starts (hpo.trial.run), written here while nothing waits on it.
+        "run_dir": str(trial_dir(config.spec, trial.number)),
+        "threads": slot.threads,
+        **resume_attrs,
     }
     set_user_attrs(study, trial, attrs)
     params = sample_params(trial, config.spec.search_space)
     if gate is not None and not wait_for_room(gate, study, trial, params, stop, status_file(config), config):
         return ChildResult(None, interrupted_at=-1)  # stopped while waiting for the GPU: queued again
-    resume_from = _resume_from(trial)
     pbt = PbtPlan.of(config.spec)
     member_params, changes = member_setup(study, trial, resume_from) if pbt is not None else (None, {})
     promoted_at = trial.user_attrs.get(
@@ -245,18 +255,23 @@ def run_one(
         pbt=pbt,
         member_params=member_params,
         changes=changes,
+        exit_in_background=not slot.devices,
     )
     if job.status_file is not None:
         write_status(job.status_file, {**job.status_base, "state": "starting"})
     release_connections(study)  # no database socket may be shared with the forks
     interval = float(config.spec.resources.heartbeat_interval)
+
+    def on_start(pids: list[int]) -> None:
+        if gate is not None:
+            gate.set_pids(pids)
+        set_user_attrs(study, trial, process_identity(pids[0]))  # rank 0's process, as it starts
+        if while_starting is not None:
+            while_starting()
+
     try:
         result = run_trial_processes(
-            job,
-            lambda: record_heartbeat(study, trial),
-            lambda: stop.level,
-            interval,
-            on_start=gate.set_pids if gate is not None else None,
+            job, lambda: record_heartbeat(study, trial), lambda: stop.level, interval, on_start=on_start
         )
     finally:
         if gate is not None:
@@ -271,15 +286,16 @@ def run_one(
     return result
 
 
-def _resume_from(trial: optuna.Trial) -> str | None:
-    """A queued retry resumes from the checkpoint its predecessor left; the trial records which trial it continues."""
+def _resume_from(trial: optuna.Trial) -> tuple[str | None, dict[str, Any]]:
+    """A queued retry resumes from the checkpoint its predecessor left; the trial records which trial it continues
+    (the attributes returned). The store callback records the one "resumed" event, at the first restored step."""
     path = trial.user_attrs.get("resume_from")
-    previous = trial.user_attrs.get("requeued_from_trial")
     if not path or not Path(path).is_dir():
-        return None
-    trial.set_user_attr("resumed_from_trial", previous)
-    # The store callback records the one "resumed" event, at the first step the restored run takes.
-    return str(path)
+        return None, {}
+    return str(path), {
+        "resume_from": str(path),
+        "resumed_from_trial": trial.user_attrs.get("requeued_from_trial"),
+    }
 
 
 def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config: WorkerConfig) -> str:
@@ -390,6 +406,7 @@ def run_worker(config: WorkerConfig) -> int:
     lock_dir = Path(config.spec.output_dir)
     status = status_file(config)
     gate = make_gate(config)
+    chores = Chores(config, study)
     while stop.level == 0 and (config.deadline is None or time.time() < config.deadline):
         if gate is not None and not (decision := gate.decide(study, None)).start:
             # Claim nothing the GPU cannot take yet.
@@ -413,31 +430,58 @@ def run_worker(config: WorkerConfig) -> int:
             continue
         assert isinstance(claimed, optuna.Trial)
         try:
-            result = run_one(study, claimed, config, stop, claimed_at, gate)
+            result = run_one(study, claimed, config, stop, claimed_at, gate, chores.run)
         except Exception as error:  # noqa: BLE001 - e.g. a search space the sampler rejects: fail this trial only
             logger.exception("trial %d could not start", claimed.number)
             claimed.set_user_attr("error", f"{type(error).__name__}: {error}")
             study.tell(claimed, state=TrialState.FAIL)
             continue
         finish(study, claimed, result, config)
-        _after_trial(config, study)
+        chores.due = True
         _write_idle(status, config, "idle")
+    chores.run()
+    reap_exited()
     _write_idle(status, config, "stopped")
     return 0
+
+
+class Chores:
+    """Housekeeping after a trial (bound the disk: `study.keep_checkpoints`), done while the next trial's process
+    starts rather than between the two trials; at the latest when the worker leaves."""
+
+    def __init__(self, config: WorkerConfig, study: optuna.Study) -> None:
+        self.config, self.study, self.due = config, study, False
+
+    def run(self) -> None:
+        if self.due:
+            self.due = False
+            _after_trial(self.config, self.study)
 
 
 def warm_up(spec: StudySpec) -> None:
     """Load, once, what every trial would otherwise load after its fork: what torch loads lazily on first use (building
     an optimizer imports torch._dynamo: seconds), the task's module, and the run row's package versions and git commit
     (two git commands and a walk of site-packages: about 0.1 s a trial). No tensor work is done, so no thread pool
-    exists yet when the trials are forked."""
+    exists yet when the trials are forked. A task whose data() takes no parameters has its datasets loaded here once,
+    not by every trial."""
     torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
     environment.package_versions()
     environment.git_commit()
     try:
-        spec.task.resolve()
+        task = spec.task.resolve()
+        if (
+            task.shared_data
+        ):  # a data() without parameters: every trial forked from here shares these datasets
+            threads = torch.get_num_threads()
+            torch.set_num_threads(
+                1
+            )  # tensor copies stay on this thread: no OpenMP pool exists before the forks
+            try:
+                task.data({})
+            finally:
+                torch.set_num_threads(threads)
     except Exception as error:  # noqa: BLE001 - the trial reports a broken task as its own failure
-        logger.warning("could not import the task ahead of the trials: %s", error)
+        logger.warning("could not load the task ahead of the trials: %s", error)
 
 
 def _after_trial(config: WorkerConfig, study: optuna.Study) -> None:
@@ -454,7 +498,12 @@ def _write_idle(path: Path | None, config: WorkerConfig, state: str, **fields: A
 
 
 def main() -> int:
-    config: WorkerConfig = pickle.load(sys.stdin.buffer)  # from our own scheduler process, never from a user
+    try:
+        config: WorkerConfig = pickle.load(
+            sys.stdin.buffer
+        )  # from our own scheduler process, never from a user
+    except EOFError:
+        return 0  # started ahead (hpo.scheduling.pool.start_workers_ahead), then not needed
     logging.basicConfig(level=logging.WARNING, format="worker %(process)d: %(message)s")
     return run_worker(config)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,9 @@ class Task:
     model_init(params) -> nn.Module; data(params) -> (train_dataset, eval_dataset or dict of them or None);
     collator(features) -> batch, or None; compute_metrics(EvalPrediction) -> dict, or None;
     tokenizer() -> a tokenizer for exports of transformers models, or None.
-    `model_init` and `data` defined without a parameter are called without one.
+    `model_init` and `data` defined without a parameter are called without one. A `data()` without a parameter gives
+    every trial the same datasets, so it runs once per process (`shared_data`): a worker loads them before it forks its
+    trials, which share them copy-on-write, instead of each trial loading (and tokenizing) them again.
     """
 
     model_init: Callable[[dict[str, Any]], Any]
@@ -32,6 +35,7 @@ class Task:
     tokenizer: Callable[[], Any] | None = None
     # Model hyperparameters a running model can take on (PBT): name -> set(model, value).
     mutable: dict[str, Callable[[Any, Any], None]] = field(default_factory=dict)
+    shared_data: bool = False  # data() takes no parameters: loaded once per process
 
 
 class TaskSpec(Section):
@@ -82,9 +86,12 @@ class TaskSpec(Section):
             function = resolve_callable(path, field=field, base_dir=self._base_dir)
             return function if arity is None else _adapt(function, arity, field=field)
 
+        data = load("data", 1)
+        if isinstance(data, _WithoutParams):  # the same datasets for every trial
+            data = _LoadedOnce(data.function)
         return Task(
             model_init=load("model_init", 1),
-            data=load("data", 1),
+            data=data,
             collator=load("collator", None),
             compute_metrics=load("compute_metrics", None),
             tokenizer=load("tokenizer", 0),
@@ -92,6 +99,7 @@ class TaskSpec(Section):
                 name: resolve_callable(path, field=f"{prefix}task.mutable.{name}", base_dir=self._base_dir)
                 for name, path in self.mutable.items()
             },
+            shared_data=isinstance(data, _LoadedOnce),
         )
 
 
@@ -117,15 +125,30 @@ def _adapt(function: Callable[..., Any], arity: int, *, field: str) -> Callable[
             f"be callable as {function.__name__}{expected}"
         )
     if arity == 1 and not positional and not takes_any:
-        return _ignore_params(function)
+        return _WithoutParams(function)
     return function
 
 
-def _ignore_params(function: Callable[[], Any]) -> Callable[..., Any]:
-    def call(params: dict[str, Any] | None = None) -> Any:
-        return function()
+class _WithoutParams:
+    """A task function defined without a parameter, callable as `f(params)` like the others."""
 
-    call.__name__ = getattr(function, "__name__", "call")
-    call.__qualname__ = getattr(function, "__qualname__", "call")
-    call.__wrapped__ = function  # type: ignore[attr-defined]
-    return call
+    def __init__(self, function: Callable[[], Any]) -> None:
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __call__(self, params: dict[str, Any] | None = None) -> Any:
+        return self.function()
+
+
+# The datasets of each parameterless data() this process has loaded, by function. A forked trial inherits the
+# worker's entries; what a trial changes in its copy stays in that trial's process.
+_LOADED_DATA: dict[Callable[[], Any], Any] = {}
+
+
+class _LoadedOnce(_WithoutParams):
+    """A parameterless data(): the same datasets for every trial, so loaded once per process."""
+
+    def __call__(self, params: dict[str, Any] | None = None) -> Any:
+        if self.function not in _LOADED_DATA:
+            _LOADED_DATA[self.function] = self.function()
+        return _LOADED_DATA[self.function]

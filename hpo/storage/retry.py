@@ -54,9 +54,11 @@ class RetryPolicy:
 
 
 # ---- who runs a trial -------------------------------------------------------------------------------------------
-def process_identity() -> dict[str, Any]:
-    """Who runs a trial: enough to tell later whether that process still exists (pid plus its start time)."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": process_start_time(os.getpid())}
+def process_identity(pid: int | None = None) -> dict[str, Any]:
+    """Who runs a trial (this process, or `pid` on this host): enough to tell later whether that process still exists
+    (pid plus its start time)."""
+    pid = os.getpid() if pid is None else pid
+    return {"host": socket.gethostname(), "pid": pid, "pid_started": process_start_time(pid)}
 
 
 def process_start_time(pid: int) -> int | None:

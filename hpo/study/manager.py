@@ -1,6 +1,7 @@
 """The study manager: open (or continue) the Optuna study a study file describes, and run its trials.
 
     spec = load_study_spec("studies/digits_mlp.yaml")
+    start_workers_ahead(spec)             # worker processes import torch meanwhile (hpo.scheduling.pool)
     dry_run(spec)                         # refuse a metric evaluation does not produce (hpo.trial.dry_run)
     study = open_study(spec)              # sampler, pruner, directions, storage; enqueued trials (hpo.storage.study_db)
     requeue_stale_trials(study, spec)     # trials whose process died are failed and queued again (hpo.storage.retry)
@@ -24,7 +25,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import ConfigError, HpoError
-from hpo.scheduling.pool import run_trials
+from hpo.scheduling.pool import StartedAhead, run_trials, start_workers_ahead
 from hpo.spec import StudySpec, load_study_spec
 from hpo.storage.retention import after_trial
 from hpo.storage.retry import requeue_stale_trials
@@ -66,14 +67,25 @@ def execute(
     gpus: Sequence[int] | None = None,
     report: TrialReporter | None = None,
     in_process: bool = False,
+    ahead: StartedAhead | None = None,
 ) -> None:
-    """Run the study's trials: each in a fresh process through the scheduler, or all in this one (`in_process`)."""
+    """Run the study's trials: each in a fresh process through the scheduler, or all in this one (`in_process`).
+    `ahead`: the scheduler's worker processes, started while the study was being checked and opened."""
     report = FailureLimit(spec.study.max_failures, report)
     if in_process:
         check_in_process(spec)
         run_trials_in_process(spec, study, n_trials=n_trials, timeout=timeout, report=report)
         return
-    run_trials(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus, report=report)
+    run_trials(
+        spec,
+        study,
+        n_trials=n_trials,
+        timeout=timeout,
+        workers=workers,
+        gpus=gpus,
+        report=report,
+        ahead=ahead,
+    )
 
 
 def trial_budget(
@@ -103,22 +115,26 @@ def run_loaded_study(
 ) -> StudySummary:
     started = time.monotonic()
     n_trials, timeout = trial_budget(spec, n_trials, timeout)
-    if dry_run:
-        check_metrics(
-            spec
-        )  # refuse an objective metric evaluation does not produce, before any trial trains (exit 2)
-    study = open_study(spec, storage=storage)
-    requeue_stale_trials(study, spec)
-    execute(
-        spec,
-        study,
-        n_trials=n_trials,
-        timeout=timeout,
-        workers=workers,
-        gpus=gpus,
-        report=report,
-        in_process=in_process,
-    )
+    # The workers import torch and the trial code (seconds) while this process checks the file and opens the study;
+    # on any error before the trials start they are ended.
+    with StartedAhead({}) if in_process else start_workers_ahead(spec, workers=workers, gpus=gpus) as ahead:
+        if (
+            dry_run
+        ):  # refuse an objective metric evaluation does not produce, before any trial trains (exit 2)
+            check_metrics(spec)
+        study = open_study(spec, storage=storage)
+        requeue_stale_trials(study, spec)
+        execute(
+            spec,
+            study,
+            n_trials=n_trials,
+            timeout=timeout,
+            workers=workers,
+            gpus=gpus,
+            report=report,
+            in_process=in_process,
+            ahead=ahead,
+        )
     after_trial(spec, study)
     return summarize(spec, study, storage, duration_s=time.monotonic() - started)
 
@@ -135,9 +151,19 @@ def join_study(
 ) -> optuna.Study:
     """`hpo worker`: run this machine's slots on a study that other machines may be running too."""
     n_trials, timeout = trial_budget(spec, n_trials, timeout)
-    study = open_study(spec, storage=storage)
-    requeue_stale_trials(study, spec)  # trials this host left running
-    run_trials(spec, study, n_trials=n_trials, timeout=timeout, workers=workers, gpus=gpus, report=report)
+    with start_workers_ahead(spec, workers=workers, gpus=gpus) as ahead:  # they load while the study opens
+        study = open_study(spec, storage=storage)
+        requeue_stale_trials(study, spec)  # trials this host left running
+        run_trials(
+            spec,
+            study,
+            n_trials=n_trials,
+            timeout=timeout,
+            workers=workers,
+            gpus=gpus,
+            report=report,
+            ahead=ahead,
+        )
     return study
 
 

@@ -70,6 +70,7 @@ def run_trial(
     gpu_shared: Callable[[], int] | None = None,
     params: dict[str, Any] | None = None,
     release_memory: bool = True,
+    record_start: bool = True,
 ) -> TrialOutcome:
     """Train one trial and return its outcome; an exception inside the trial becomes a FAIL outcome, never a raise.
 
@@ -78,7 +79,9 @@ def run_trial(
     its outcome says so (`oom_shared_with`), its runs end with "out_of_memory", and the caller queues it again.
     `params` replaces the trial's sampled parameters (a PBT member trains with the values it copied and explored).
     `release_memory=False` skips the full `gc.collect()` after the trial (0.1-0.8 s): for a trial process that ends
-    right after, where the operating system takes back everything at once."""
+    right after, where the operating system takes back everything at once. `record_start=False`: the caller stored the
+    trial's run_dir, threads and resume point before this process started (a scheduler's worker, while it forks), so
+    training starts without a database write; this process's identity comes with the outcome."""
     started = time.time()
     run_dir = trial_dir(spec, trial.number)
     attrs: dict[str, Any] = {
@@ -88,7 +91,8 @@ def run_trial(
     }
     if resume_from:
         attrs["resume_from"] = str(resume_from)
-    _set_attrs(study, trial, attrs)
+    if record_start:
+        _set_attrs(study, trial, attrs)
     tracking: list[TrainerCallback] = []
     try:
         outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking, params)

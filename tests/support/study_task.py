@@ -6,6 +6,7 @@ so the study's own folder makes it importable, in the test process and in subpro
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -93,6 +94,14 @@ def data(params: dict[str, Any]) -> tuple[Samples, Samples]:
     centers = torch.randn(CLASSES, FEATURES, generator=generator) * 1.5
     y = torch.cdist(x, centers).argmin(dim=1)
     return Samples(x[:256], y[:256]), Samples(x[256:], y[256:])
+
+
+def shared_data() -> tuple[Samples, Samples]:
+    """`data` without parameters (the same datasets for every trial); each call appends its pid to the file named by
+    $DATA_LOADS_FILE, so a test can count which processes loaded the data."""
+    with open(os.environ["DATA_LOADS_FILE"], "a") as loads:
+        loads.write(f"{os.getpid()}\n")
+    return data({})
 
 
 def compute_metrics(prediction: Any) -> dict[str, float]:

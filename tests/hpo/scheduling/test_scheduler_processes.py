@@ -55,6 +55,19 @@ def test_two_workers_overlap_on_disjoint_slots_and_never_exceed_n_trials(tmp_pat
     assert again.counts == {"COMPLETE": 5}  # the study already has its 5 trials: nothing new starts
 
 
+def test_a_data_function_without_parameters_is_loaded_once_per_worker_not_per_trial(tmp_path, monkeypatch):
+    monkeypatch.setenv("DATA_LOADS_FILE", str(tmp_path / "data-loads.txt"))
+    path = slow_study(tmp_path, delay=0.0, training={"max_steps": 8}, task={"data": "study_task:shared_data"})
+    summary = run_study(path, n_trials=6, workers=2, training__save_strategy="no")
+    assert sum(summary.counts.values()) == 6 and "FAIL" not in summary.counts
+    loaders = (tmp_path / "data-loads.txt").read_text().split()
+    trial_pids = {str(t.user_attrs["pid"]) for t in trials(tmp_path)}
+    workers = {t.user_attrs["worker"].rsplit(":", 1)[1] for t in trials(tmp_path)}
+    # The dry run (this process) and each worker once, before forking; no trial process loaded it again.
+    assert sorted(loaders) == sorted({str(os.getpid()), *workers}), loaders
+    assert not trial_pids & set(loaders)
+
+
 def test_a_killed_trial_is_retried_and_continues_from_its_checkpoint(tmp_path):
     slow_study(tmp_path)
     run = start_hpo(tmp_path, "run", "--n-trials", "1")

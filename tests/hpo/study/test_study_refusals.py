@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
 import pytest
 from study_task import write_study
 
@@ -61,3 +62,17 @@ def test_refused_configuration_exits_2_naming_the_field(case: str, tmp_path: Pat
     assert message in err
     assert "Traceback" not in err
     assert not (tmp_path / "out" / "study.db").exists()  # refused before the study was even created
+
+
+def test_a_refusal_after_the_workers_started_ahead_ends_them_quietly(tmp_path: Path, capsys) -> None:
+    """The scheduler starts its worker processes before the dry run (they import torch meanwhile): a refused file
+    still exits 2 in one line, and leaves neither a worker process nor a traceback in the worker logs."""
+    path = write_study(tmp_path, study={"n_trials": 2, "metric": "f1"})
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", str(path), "--workers", "2"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert "study.metric: evaluation does not produce eval_f1" in err and "Traceback" not in err
+    assert not psutil.Process().children(recursive=True)
+    logs = sorted((tmp_path / "out" / ".hpo" / "logs").glob("worker-*.log"))
+    assert len(logs) == 2 and all("Traceback" not in log.read_text() for log in logs)
