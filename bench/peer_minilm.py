@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import LoraConfig, get_peft_model
 from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -60,6 +59,10 @@ def sample(trial: Any) -> dict[str, Any]:
 
 def lora_model(params: dict[str, Any]) -> torch.nn.Module:
     """Seed 0, the pretrained MiniLM with its new head, then the sampled LoRA adapter around it."""
+    # peft imported here: it imports transformers (seconds), which the processes that only create the study, enqueue
+    # the known-good point or read this file's constants (Optuna alone's parent, Ray's driver) need not pay for.
+    from peft import LoraConfig, get_peft_model
+
     torch.manual_seed(SEED)
     model = minilm.model_init(DATA_PARAMS)
     config = LoraConfig(
