@@ -11,6 +11,11 @@ of warm-up, gradient clipping at 1.0, batch 16 padded to its longest review (eva
 built, each epoch's order the permutation of torch.Generator seeded 0 + epoch (the order hpo's trainer draws), an
 evaluation (accuracy over the 96 eval reviews) every 4 steps. Each evaluation is an event (trial, unix time, step,
 accuracy) appended to a JSON-lines file when the trial ends (bench/peer_common.py's `Events`).
+
+One difference left on purpose: the random stream. Like transformers' Trainer, the loop goes on with the stream the
+model's initialisation left, so dropout draws the same masks as in transformers' search (the known-good point scores
+the same at every evaluation there); hpo's trainer seeds the stream again when training starts: the same initial
+weights and batches, other dropout masks.
 """
 
 from __future__ import annotations
