@@ -118,9 +118,8 @@ def run_loaded_study(
     # The workers import torch and the trial code (seconds) while this process checks the file and opens the study;
     # on any error before the trials start they are ended.
     with StartedAhead({}) if in_process else start_workers_ahead(spec, workers=workers, gpus=gpus) as ahead:
-        if (
-            dry_run
-        ):  # refuse an objective metric evaluation does not produce, before any trial trains (exit 2)
+        # Refuse an objective metric evaluation does not produce, before any trial trains (exit 2).
+        if dry_run:
             check_metrics(spec)
         study = open_study(spec, storage=storage)
         requeue_stale_trials(study, spec)
