@@ -7,15 +7,18 @@ import shlex
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import optuna
 from click.core import ParameterSource
 from optuna.trial import FrozenTrial
 
+import hpo.spec  # its names load on use: the training section imports torch, which `hpo run` defers (hpo.cli.ahead)
 from hpo.errors import ConfigError, Interrupted
-from hpo.spec import StudySpec, load_study_spec
+
+if TYPE_CHECKING:
+    from hpo.spec import StudySpec
 
 
 def set_option(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -191,7 +194,7 @@ def load_study(study_file: Path, storage: str | None, overrides: tuple[str, ...]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if not study_file.is_file():
         raise ConfigError(f"{study_file}: no such study file")
-    return load_study_spec(study_file, overrides=list(overrides), storage=storage)
+    return hpo.spec.load_study_spec(study_file, overrides=list(overrides), storage=storage)
 
 
 def format_value(value: Any) -> str:

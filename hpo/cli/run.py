@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from optuna.trial import FrozenTrial
 from rich.console import Console
 
+from hpo.cli.ahead import start_ahead
 from hpo.cli.app import summary
 from hpo.cli.options import (
     dry_run_option,
@@ -21,8 +24,9 @@ from hpo.cli.options import (
     trial_line,
     trial_stops_say_how_to_continue,
 )
-from hpo.study.manager import run_loaded_study
-from hpo.study.summary import StudySummary
+
+if TYPE_CHECKING:
+    from hpo.study.summary import StudySummary
 
 
 @click.command("run", short_help=summary("run"))
@@ -63,19 +67,27 @@ def run(
         console.print(trial_line(trial))
 
     with trial_stops_say_how_to_continue():
-        spec = load_study(study_file, storage, overrides)
-        console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
-        summary = run_loaded_study(
-            spec,
-            n_trials=n_trials,
-            timeout=timeout,
-            storage=storage,
-            workers=workers,
-            gpus=gpu_ids,
-            report=report,
-            dry_run=dry_run,
-            in_process=in_process,
-        )
+        # The workers start first: their imports (torch, the trial code) then overlap with this process's own.
+        ahead = None if in_process else start_ahead(study_file, overrides, workers, gpu_ids)
+        with ahead or contextlib.nullcontext():  # those no slot took end here, however the run ends
+            # Imported now, not with this module: the study manager imports torch (1.5 s), which the workers just
+            # started are importing too, on the other cores.
+            from hpo.study.manager import run_loaded_study
+
+            spec = load_study(study_file, storage, overrides)
+            console.print(f"study [bold]{spec.study.name}[/] -> {spec.output_dir}")
+            summary = run_loaded_study(
+                spec,
+                n_trials=n_trials,
+                timeout=timeout,
+                storage=storage,
+                workers=workers,
+                gpus=gpu_ids,
+                report=report,
+                dry_run=dry_run,
+                in_process=in_process,
+                ahead=ahead,
+            )
     # An attempt queued again (out of GPU memory beside others, a crash) is not a trial this run finished: its retry is.
     ran = sum(1 for trial in finished if not trial.user_attrs.get("requeued"))
     console.print(_run_line(summary, ran, n_trials or spec.study.n_trials))

@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -30,6 +29,7 @@ from rich.live import Live
 from hpo.errors import HpoError, Interrupted
 from hpo.scheduling.gpu_gate import MemoryReader
 from hpo.scheduling.slots import Slot, describe_slots, make_slots
+from hpo.scheduling.spawn import StartedAhead, spawn_worker, worker_log_dir
 from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table, status_dir, study_counts
 from hpo.scheduling.worker import WorkerConfig
 from hpo.spec import StudySpec
@@ -39,45 +39,6 @@ from hpo.storage.study_db import remaining_trials, shared_storage_url, study_is_
 STOP_GRACE_S = 30.0  # after a first Ctrl-C, how long trials may take to reach a step boundary and save
 MAX_RESTARTS = 3  # per slot, for workers that died (SIGKILL, out of memory)
 TrialReporter = Callable[[FrozenTrial], None]
-
-
-class StartedAhead:
-    """Worker processes started before the study is ready (`start_workers_ahead`): each imports torch and the trial
-    code while the scheduler checks the study file and opens the database, then waits for its configuration."""
-
-    def __init__(self, processes: dict[int, tuple[Slot, subprocess.Popen]]) -> None:
-        self.processes = processes
-
-    def take(self, slot: Slot) -> subprocess.Popen | None:
-        """The process started for this slot (same devices and threads), or None."""
-        started = self.processes.get(slot.index)
-        if started is None or started[0].environment() != slot.environment():
-            return None
-        del self.processes[slot.index]
-        return started[1]
-
-    def __enter__(self) -> StartedAhead:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.discard()
-
-    def discard(self) -> None:
-        """End the processes no slot took (the study needed fewer workers, or stopped before its trials)."""
-        for _, process in self.processes.values():
-            process.kill()
-            process.wait()
-        self.processes.clear()
-
-
-def start_workers_ahead(
-    spec: StudySpec, *, workers: int | None = None, gpus: Sequence[int] | None = None
-) -> StartedAhead:
-    """Start this machine's worker processes now, for the slots `run_trials` will make with the same arguments."""
-    slots = make_slots(spec.resources, gpus=gpus, workers=workers)
-    log_dir = worker_log_dir(spec)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    return StartedAhead({slot.index: (slot, spawn_worker(slot, log_dir)) for slot in slots})
 
 
 def run_trials(
@@ -144,7 +105,7 @@ class WorkerPool:
         self.gpu_memory, self.ahead = gpu_memory, ahead
         self.deadline = None if timeout is None else time.time() + timeout
         self.status_dir = status_dir(spec)
-        self.log_dir = worker_log_dir(spec)
+        self.log_dir = worker_log_dir(spec.output_dir)
         self.processes: dict[int, subprocess.Popen] = {}
         self.restarts: dict[int, int] = {}
         self.stop_level = 0
@@ -171,7 +132,7 @@ class WorkerPool:
             parent_pid=os.getpid(),
             gpu_memory=self.gpu_memory,
         )
-        process = self.ahead.take(slot) if self.ahead is not None else None
+        process = self.ahead.take(slot, self.log_dir) if self.ahead is not None else None
         if process is None:
             process = spawn_worker(slot, self.log_dir)
         assert process.stdin is not None
@@ -231,26 +192,6 @@ class WorkerPool:
     def wait(self) -> None:
         for process in self.processes.values():
             process.wait()
-
-
-def worker_log_dir(spec: StudySpec) -> Path:
-    return Path(spec.output_dir) / ".hpo" / "logs"
-
-
-def spawn_worker(slot: Slot, log_dir: Path) -> subprocess.Popen:
-    """A worker process for `slot`: it imports torch and the scheduler, then reads its WorkerConfig from stdin."""
-    log = open(log_dir / f"worker-{slot.index}.log", "ab")  # noqa: SIM115 - the child keeps it
-    try:
-        return subprocess.Popen(
-            [sys.executable, "-m", "hpo.scheduling.worker"],
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **slot.environment()},  # before torch loads: its devices and threads
-            start_new_session=True,  # Ctrl-C reaches only the scheduler, which asks workers to stop in order
-        )
-    finally:
-        log.close()
 
 
 class _signals_to:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpo.errors import ConfigError
-from hpo.spec import ResourcesSpec
+from hpo.spec.sections import ResourcesSpec
 
 
 @dataclass(frozen=True)

@@ -9,26 +9,49 @@ Every problem raises `hpo.errors.ConfigError` (a `SpecError`, with `.problems` a
 message names the field path and the fix, e.g. `search_space.learning_rate.low: must be > 0 when log is true`.
 """
 
-from hpo.spec.errors import FieldProblem, SpecError
-from hpo.spec.loading import (
-    is_study_data,
-    load_run_spec,
-    load_spec,
-    load_study_spec,
-    parse_run_spec,
-    parse_study_spec,
-)
-from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
-from hpo.spec.overrides import apply_overrides, parse_overrides
-from hpo.spec.run import RunSpec
-from hpo.spec.scheduler import SchedulerSpec
-from hpo.spec.search_space import ParamSpec
-from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec, WandbSpec
-from hpo.spec.study import StudySection, StudySpec, default_direction, metric_key
-from hpo.spec.task import Task, TaskSpec
+import importlib
+from typing import Any
 
-# A run file or a study file: what the tracking and export code accepts.
-Spec = RunSpec | StudySpec
+# Public names, loaded on first use: name -> the module that defines it. So a part (hpo.spec.sections,
+# hpo.spec.overrides) imports without the rest: the training section is checked against trainer.TrainingArguments,
+# which imports torch (1.5 s), and `hpo run` reads the file's resources and starts its workers before paying that.
+_EXPORTS = {
+    "FieldProblem": "hpo.spec.errors",
+    "SpecError": "hpo.spec.errors",
+    "is_study_data": "hpo.spec.loading",
+    "load_run_spec": "hpo.spec.loading",
+    "load_spec": "hpo.spec.loading",
+    "load_study_spec": "hpo.spec.loading",
+    "parse_run_spec": "hpo.spec.loading",
+    "parse_study_spec": "hpo.spec.loading",
+    "PrunerSpec": "hpo.spec.optuna_parts",
+    "SamplerSpec": "hpo.spec.optuna_parts",
+    "apply_overrides": "hpo.spec.overrides",
+    "parse_overrides": "hpo.spec.overrides",
+    "RunSpec": "hpo.spec.run",
+    "SchedulerSpec": "hpo.spec.scheduler",
+    "ParamSpec": "hpo.spec.search_space",
+    "ExportSpec": "hpo.spec.sections",
+    "KeepCheckpointsSpec": "hpo.spec.sections",
+    "ResourcesSpec": "hpo.spec.sections",
+    "TrackingSpec": "hpo.spec.sections",
+    "WandbSpec": "hpo.spec.sections",
+    "StudySection": "hpo.spec.study",
+    "StudySpec": "hpo.spec.study",
+    "default_direction": "hpo.spec.study",
+    "metric_key": "hpo.spec.study",
+    "Task": "hpo.spec.task",
+    "TaskSpec": "hpo.spec.task",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Spec":  # a run file or a study file: what the tracking and export code accepts
+        return __getattr__("RunSpec") | __getattr__("StudySpec")
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'hpo.spec' has no attribute {name!r}")
+
 
 __all__ = [
     "ExportSpec",

@@ -1,7 +1,7 @@
 """The study manager: open (or continue) the Optuna study a study file describes, and run its trials.
 
     spec = load_study_spec("studies/digits_mlp.yaml")
-    start_workers_ahead(spec)             # worker processes import torch meanwhile (hpo.scheduling.pool)
+    start_workers_ahead(...)              # worker processes import torch meanwhile (hpo.scheduling.spawn)
     dry_run(spec)                         # refuse a metric evaluation does not produce (hpo.trial.dry_run)
     study = open_study(spec)              # sampler, pruner, directions, storage; enqueued trials (hpo.storage.study_db)
     requeue_stale_trials(study, spec)     # trials whose process died are failed and queued again (hpo.storage.retry)
@@ -25,7 +25,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import ConfigError, HpoError
-from hpo.scheduling.pool import StartedAhead, run_trials, start_workers_ahead
+from hpo.scheduling.pool import run_trials
+from hpo.scheduling.spawn import StartedAhead, start_workers_ahead
 from hpo.spec import StudySpec, load_study_spec
 from hpo.storage.retention import after_trial
 from hpo.storage.retry import requeue_stale_trials
@@ -112,12 +113,17 @@ def run_loaded_study(
     report: TrialReporter | None = None,
     dry_run: bool = True,
     in_process: bool = False,
+    ahead: StartedAhead | None = None,
 ) -> StudySummary:
+    """Check the study (dry run), open it and run its trials. `ahead`: worker processes the caller already started
+    (`hpo run` starts them before it imports torch); else they start here, before the dry run."""
     started = time.monotonic()
     n_trials, timeout = trial_budget(spec, n_trials, timeout)
     # The workers import torch and the trial code (seconds) while this process checks the file and opens the study;
     # on any error before the trials start they are ended.
-    with StartedAhead({}) if in_process else start_workers_ahead(spec, workers=workers, gpus=gpus) as ahead:
+    if ahead is None and not in_process:
+        ahead = start_workers_ahead(spec.resources, spec.output_dir, workers=workers, gpus=gpus)
+    with ahead or StartedAhead({}):
         # Refuse an objective metric evaluation does not produce, before any trial trains (exit 2).
         if dry_run:
             check_metrics(spec)
@@ -150,7 +156,8 @@ def join_study(
 ) -> optuna.Study:
     """`hpo worker`: run this machine's slots on a study that other machines may be running too."""
     n_trials, timeout = trial_budget(spec, n_trials, timeout)
-    with start_workers_ahead(spec, workers=workers, gpus=gpus) as ahead:  # they load while the study opens
+    # The workers load while the study opens.
+    with start_workers_ahead(spec.resources, spec.output_dir, workers=workers, gpus=gpus) as ahead:
         study = open_study(spec, storage=storage)
         requeue_stale_trials(study, spec)  # trials this host left running
         run_trials(

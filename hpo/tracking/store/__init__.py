@@ -6,7 +6,7 @@ workers on many machines write to one place. Dashboards and `hpo export` read th
 
     schema.py    tables, columns, indexes, row encoding, run ids
     base.py      `ExperimentStore` (the interface) and `Batch`
-    sqlite.py    `SQLiteStore`;  postgres.py: `PostgresStore`
+    sqlite.py    `SQLiteStore`;  postgres.py: `PostgresStore` (imported by `open_store` for a PostgreSQL URL only)
 
 The factory lives here, as Optuna's `storages/__init__.py::get_storage` does, so the base never imports a backend.
 """
@@ -18,7 +18,6 @@ from pathlib import Path
 from hpo.errors import ConfigError
 from hpo.storage.urls import is_postgres_url
 from hpo.tracking.store.base import Batch, ExperimentStore, event_batch
-from hpo.tracking.store.postgres import PostgresStore
 from hpo.tracking.store.schema import EVENT_KINDS, TABLES, trial_run_id
 from hpo.tracking.store.sqlite import SQLiteStore
 
@@ -27,7 +26,6 @@ __all__ = [
     "TABLES",
     "Batch",
     "ExperimentStore",
-    "PostgresStore",
     "SQLiteStore",
     "event_batch",
     "open_store",
@@ -39,6 +37,10 @@ def open_store(url_or_path: str | Path) -> ExperimentStore:
     """A store at a PostgreSQL URL, a `sqlite:///path` URL, or a plain file path (created with its tables)."""
     text = str(url_or_path)
     if is_postgres_url(text):
+        # Imported here: SQLAlchemy's PostgreSQL dialect takes 0.15 s to import, which every trial process and
+        # worker would pay on the embedded (SQLite) default.
+        from hpo.tracking.store.postgres import PostgresStore
+
         return PostgresStore(text)
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///") :]
