@@ -73,7 +73,7 @@ def open_study(spec: StudySpec, *, storage: str | None = None, worker_index: int
         url
     )  # SQLite in WAL mode with busy timeouts, or PostgreSQL (hpo.storage.database)
     directions = list(spec.study.directions or [])
-    existing = existing_trial_count(backend, spec.study.name)
+    existing = started_trial_count(backend, spec.study.name)
     study = optuna.create_study(
         storage=backend,
         study_name=spec.study.name,
@@ -98,7 +98,7 @@ def open_worker_study(
 ) -> optuna.Study:
     """The study on a storage with this worker's heartbeat; the sampler seeded apart from other workers'."""
     storage = create_storage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
-    existing = existing_trial_count(storage, spec.study.name)
+    existing = started_trial_count(storage, spec.study.name)
     return optuna.load_study(
         study_name=spec.study.name,
         storage=storage,
@@ -119,11 +119,16 @@ def load_existing_study(spec: StudySpec, storage: str | None = None) -> optuna.S
         raise HpoError(f"no study named '{spec.study.name}' in {redact(url)}; run `hpo run` first") from error
 
 
-def existing_trial_count(backend: BaseStorage, name: str) -> int:
+def started_trial_count(backend: BaseStorage, name: str) -> int:
+    """Trials of the study that have started (queued ones, such as the file's `enqueue:` points, do not count): the
+    seed offset of a run that continues a study, so that it does not draw its first points again. A fresh study's
+    first worker thus samples exactly as the file's seed says."""
+    started = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     try:
-        return len(backend.get_all_trials(backend.get_study_id_from_name(name), deepcopy=False))
+        study_id = backend.get_study_id_from_name(name)
     except KeyError:
         return 0
+    return len(backend.get_all_trials(study_id, deepcopy=False, states=started))
 
 
 def shared_storage_url(spec: StudySpec, study: optuna.Study) -> str:
