@@ -34,11 +34,13 @@ def environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 
 
-def best_of(storage: str, name: str) -> tuple[float, int]:
+def best_of(storage: str, name: str) -> tuple[float, int, int]:
+    """Best accuracy, trials pruned, and training steps run in all (the work done, which the samplers' draws vary)."""
     study = optuna.load_study(study_name=name, storage=storage)
     values = [t.value for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
-    return max(values, default=float("nan")), pruned
+    steps = sum(max(t.intermediate_values, default=0) for t in study.trials)
+    return max(values, default=float("nan")), pruned, steps
 
 
 def children_cpu_s() -> float:
@@ -46,20 +48,24 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_hpo(folder: Path) -> tuple[float, float, int]:
-    hpo = Path(sys.executable).with_name("hpo")
-    command = [str(hpo), "run", str(STUDY_FILE), "--set", f"study.output_dir={folder}"]
+def timed(command: list[str]) -> float:
+    """Wall seconds of a command; a failure raises with the last line it printed."""
     started = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, env=environment(), check=True, capture_output=True)
-    wall = time.perf_counter() - started
+    done = subprocess.run(command, cwd=ROOT, env=environment(), capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
+        raise RuntimeError(f"exit {done.returncode}: {lines[-1]}")
+    return time.perf_counter() - started
+
+
+def run_hpo(folder: Path) -> tuple[float, float, int, int]:
+    hpo = Path(sys.executable).with_name("hpo")
+    wall = timed([str(hpo), "run", str(STUDY_FILE), "--set", f"study.output_dir={folder}"])
     return (wall, *best_of(f"sqlite:///{folder / 'study.db'}", "digits_mlp"))
 
 
-def run_optuna(folder: Path) -> tuple[float, float, int]:
-    command = [sys.executable, str(ROOT / "bench" / "peer_optuna.py"), "--out", str(folder)]
-    started = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, env=environment(), check=True, capture_output=True)
-    wall = time.perf_counter() - started
+def run_optuna(folder: Path) -> tuple[float, float, int, int]:
+    wall = timed([sys.executable, str(ROOT / "bench" / "peer_optuna.py"), "--out", str(folder)])
     return (wall, *best_of(f"sqlite:///{folder / 'study.db'}", "digits_mlp"))
 
 
@@ -69,8 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["hpo", "optuna"], help="run one contender (profiling)")
     options = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    walls: dict[str, list[float]] = {"hpo": [], "optuna": []}
-    cpus: dict[str, list[float]] = {"hpo": [], "optuna": []}
+    walls: dict[str, dict[int, float]] = {"hpo": {}, "optuna": {}}  # by repeat
+    cpus: dict[str, dict[int, float]] = {"hpo": {}, "optuna": {}}
     with tempfile.TemporaryDirectory(prefix="hpo-gap-") as root:
         for repeat in range(options.repeats):
             order = [("hpo", run_hpo), ("optuna", run_optuna)]
@@ -79,36 +85,39 @@ def main(argv: list[str] | None = None) -> None:
                 if options.only and name != options.only:
                     continue
                 cpu_before = children_cpu_s()
-                wall, best, pruned = runner(Path(root) / f"{name}-{repeat}")
+                try:
+                    wall, best, pruned, steps = runner(Path(root) / f"{name}-{repeat}")
+                except RuntimeError as failure:  # a run that crashed is a finding, not a figure
+                    print(
+                        json.dumps({"contender": name, "repeat": repeat, "failed": str(failure)}), flush=True
+                    )
+                    continue
                 cpu = children_cpu_s() - cpu_before
-                walls[name].append(wall)
-                cpus[name].append(cpu)
-                print(
-                    json.dumps(
-                        {
-                            "contender": name,
-                            "repeat": repeat,
-                            "wall_s": round(wall, 2),
-                            "cpu_s": round(cpu, 2),
-                            "load": round(os.getloadavg()[0], 1),
-                            "best_accuracy": round(best, 4),
-                            "pruned": pruned,
-                        }
-                    ),
-                    flush=True,
-                )
-    if walls["hpo"] and walls["optuna"]:
-        ratios = [h / o for h, o in zip(walls["hpo"], walls["optuna"], strict=True)]
-        print(
-            f"hpo {statistics.median(walls['hpo']):.1f} s, optuna alone {statistics.median(walls['optuna']):.1f} s "
-            f"(medians of {options.repeats}); ratio hpo/optuna per repeat "
-            f"{', '.join(f'{r:.2f}' for r in ratios)}, median {statistics.median(ratios):.2f}"
-        )
-        cpu_ratios = [h / o for h, o in zip(cpus["hpo"], cpus["optuna"], strict=True)]
-        print(
-            f"CPU time: hpo {statistics.median(cpus['hpo']):.1f} s, optuna alone {statistics.median(cpus['optuna']):.1f} s;"
-            f" ratio per repeat {', '.join(f'{r:.2f}' for r in cpu_ratios)}, median {statistics.median(cpu_ratios):.2f}"
-        )
+                walls[name][repeat], cpus[name][repeat] = wall, cpu
+                record = {
+                    "contender": name,
+                    "repeat": repeat,
+                    "wall_s": round(wall, 2),
+                    "cpu_s": round(cpu, 2),
+                }
+                record.update(load=round(os.getloadavg()[0], 1), best_accuracy=round(best, 4), pruned=pruned)
+                record.update(steps=steps, ms_per_step=round(1000 * wall / steps, 3))
+                print(json.dumps(record), flush=True)
+    print_ratios("wall", walls, options.repeats)
+    print_ratios("CPU", cpus, options.repeats)
+
+
+def print_ratios(what: str, seconds: dict[str, dict[int, float]], repeats: int) -> None:
+    """Median seconds of each, and the median of the per-repeat ratios (repeats where both ran)."""
+    paired = [r for r in range(repeats) if r in seconds["hpo"] and r in seconds["optuna"]]
+    if not paired:
+        return
+    ratios = [seconds["hpo"][r] / seconds["optuna"][r] for r in paired]
+    print(
+        f"{what}: hpo {statistics.median(seconds['hpo'].values()):.1f} s, optuna alone "
+        f"{statistics.median(seconds['optuna'].values()):.1f} s; ratio hpo/optuna per repeat "
+        f"{', '.join(f'{r:.2f}' for r in ratios)}, median {statistics.median(ratios):.2f} ({len(paired)} paired)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """`python -m hpo.cli ...` (used by launchers: torchrun, accelerate launch, deepspeed) is the `hpo` command."""
 
-from hpo.cli.app import main
+from hpo.cli.app import entry
 
-main()
+entry()

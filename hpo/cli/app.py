@@ -5,6 +5,7 @@ holds each command's one-line summary too, so `hpo --help` lists them without im
 
 from __future__ import annotations
 
+import gc
 import importlib
 import re
 import sys
@@ -72,6 +73,16 @@ def cli(ctx: click.Context, debug: bool) -> None:
     A bad file exits with code 2 and names the field to fix; `hpo --debug COMMAND ...` shows the traceback."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+
+
+def entry() -> None:
+    """The `hpo` command (console script and `python -m hpo.cli`): `main`, then a quick way out of the process."""
+    try:
+        main()
+    finally:
+        # On the way out the interpreter collects garbage over every object torch and the study left (0.3-0.6 s of
+        # each run's wall time); frozen, they are skipped. Not in `main`: tests call it many times in one process.
+        gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> None:

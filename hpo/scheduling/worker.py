@@ -505,7 +505,9 @@ def main() -> int:
     except EOFError:
         return 0  # started ahead (hpo.scheduling.pool.start_workers_ahead), then not needed
     logging.basicConfig(level=logging.WARNING, format="worker %(process)d: %(message)s")
-    return run_worker(config)
+    code = run_worker(config)
+    gc.freeze()  # the interpreter's last collections would walk everything torch made: seconds off the study's end
+    return code
 
 
 if __name__ == "__main__":
