@@ -38,6 +38,7 @@ Workers coordinate only through the Optuna storage (heartbeats, the claim lock o
 from __future__ import annotations
 
 import gc
+import importlib
 import logging
 import os
 import pickle
@@ -463,10 +464,12 @@ def warm_up(spec: StudySpec) -> None:
     an optimizer imports torch._dynamo: seconds), the task's module, and the run row's package versions and git commit
     (two git commands and a walk of site-packages: about 0.1 s a trial). No tensor work is done, so no thread pool
     exists yet when the trials are forked. A task whose data() takes no parameters has its datasets loaded here once,
-    not by every trial."""
+    not by every trial; a study with adapters has peft imported here."""
     torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
     environment.package_versions()
     environment.git_commit()
+    if spec.peft is not None:  # every trial wraps its model with peft (hpo.trial.adapter imports it on use)
+        importlib.import_module("peft")
     try:
         task = spec.task.resolve()
         if (

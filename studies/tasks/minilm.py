@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import transformers  # at the top: hpo's workers import the task once, and every trial they fork has it loaded
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 MODEL_PARAMS = {
     "hidden_dropout": 0.1,
@@ -82,17 +84,12 @@ def _split(params: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any
 
 @functools.cache
 def tokenizer() -> Any:
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(model_dir(), local_files_only=True)
 
 
 def model_init(params: dict[str, Any] | None = None) -> Any:
     """BertForSequenceClassification on top of the pretrained encoder (the classification head is new)."""
-    model_params, _ = _split(params)  # refuse a misspelt parameter before the slow import
-    import transformers
-    from transformers import AutoModelForSequenceClassification
-
+    model_params, _ = _split(params)
     transformers.logging.set_verbosity_error()  # the new head's "newly initialized" notice is expected
     transformers.logging.disable_progress_bar()  # no "Loading weights" bar in every trial's log
     model = AutoModelForSequenceClassification.from_pretrained(
