@@ -54,7 +54,8 @@ def timed(command: list[str]) -> float:
     done = subprocess.run(command, cwd=ROOT, env=environment(), capture_output=True, text=True)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
-        raise RuntimeError(f"exit {done.returncode}: {lines[-1]}")
+        errors = [line for line in lines if "Error" in line]  # the exception, not the wrapper's last word
+        raise RuntimeError(f"exit {done.returncode}: {(errors or lines)[-1]}")
     return time.perf_counter() - started
 
 
