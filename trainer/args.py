@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import os
@@ -318,15 +319,21 @@ def _type_ok(value: Any, allowed: tuple[type, ...]) -> bool:
     return isinstance(value, allowed)
 
 
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    """Each field's allowed types, worked out once per class (resolving the annotations takes milliseconds, and every
+    trial builds its arguments); a subclass (extra fields) gets its own."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: _allowed_types(hints[f.name]) for f in dataclasses.fields(cls)}
+
+
 def _check_types(args: TrainingArguments) -> None:
-    hints = typing.get_type_hints(type(args))  # a subclass (extra fields) is checked too
-    for f in dataclasses.fields(args):
-        value = getattr(args, f.name)
-        allowed = _allowed_types(hints[f.name])
+    for name, allowed in _field_types(type(args)).items():
+        value = getattr(args, name)
         if not _type_ok(value, allowed):
             names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
             raise TrainerConfigError(
-                f"training argument '{f.name}' must be {names}, got {type(value).__name__} {value!r}"
+                f"training argument '{name}' must be {names}, got {type(value).__name__} {value!r}"
             )
 
 
