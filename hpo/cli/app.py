@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import importlib
 import re
+import signal
 import sys
 import traceback
 from typing import NamedTuple
@@ -80,6 +81,9 @@ def entry() -> None:
     try:
         main()
     finally:
+        # The command has said its last word: a Ctrl-C now (a second press, late) would only print a traceback from
+        # some library's exit handler (torch's, in the middle of an import).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         # On the way out the interpreter collects garbage over every object torch and the study left (0.3-0.6 s of
         # each run's wall time); frozen, they are skipped. Not in `main`: tests call it many times in one process.
         gc.freeze()

@@ -70,6 +70,17 @@ class StopAfterEvaluations(TrainerCallback):
             control.should_training_stop = True
 
 
+class SlowSave(TrainerCallback):
+    """Sleeps after each checkpoint is written: a run stopping on a first Ctrl-C stays in its stop long enough for a
+    second Ctrl-C to land there, whatever moment of a step the first one hit."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_save(self, args, state, control, **kwargs):
+        time.sleep(self.seconds)
+
+
 def model_init(params: dict[str, Any]) -> nn.Module:
     if params.get("explode"):
         raise RuntimeError("model_init exploded on purpose")

@@ -20,7 +20,7 @@ from scheduler_support import ctrl_c_as_in_a_terminal, kill_quietly, wait_for
 from study_task import write_study
 
 
-def _run_file(folder: Path) -> Path:
+def _run_file(folder: Path, callbacks: list[dict] | None = None) -> Path:
     study = yaml.safe_load(write_study(folder).read_text())
     run = {
         "name": "stop",
@@ -29,6 +29,7 @@ def _run_file(folder: Path) -> Path:
         "model": {"delay": 0.05},
         "training": {**study["training"], "max_steps": 400, "disable_tqdm": False},
         "tracking": {"store": False},
+        "callbacks": callbacks or [],
     }
     path = folder / "run.yaml"
     path.write_text(yaml.safe_dump(run))
@@ -51,19 +52,30 @@ def _last_line(output: str) -> str:
     return [line for line in re.split(r"[\r\n]", output) if line.strip()][-1]
 
 
-@pytest.fixture
-def started(tmp_path: Path):
-    temp = tmp_path / "tmp"
+def _started_run(folder: Path, callbacks: list[dict] | None = None):
+    temp = folder / "tmp"
     temp.mkdir()
-    path = _run_file(tmp_path)
-    run = _start(tmp_path, temp, "train", str(path))
+    path = _run_file(folder, callbacks)
+    run = _start(folder, temp, "train", str(path))
     try:
-        wait_for(lambda: (tmp_path / "run" / "checkpoint-4").is_dir(), what="checkpoint-4")
+        wait_for(lambda: (folder / "run" / "checkpoint-4").is_dir(), what="checkpoint-4")
     except AssertionError:
         kill_quietly(run)
         raise
-    yield tmp_path, temp, path, run
+    yield folder, temp, path, run
     kill_quietly(run)
+
+
+@pytest.fixture
+def started(tmp_path: Path):
+    yield from _started_run(tmp_path)
+
+
+@pytest.fixture
+def started_with_slow_saves(tmp_path: Path):
+    """Each save takes a second more: the stop a first Ctrl-C starts (a checkpoint at the next step) is still going on
+    when a second Ctrl-C comes 50 ms later, however soon the step ended (else the two would race)."""
+    yield from _started_run(tmp_path, [{"import": "study_task:SlowSave", "args": {"seconds": 1.0}}])
 
 
 def _stop(run: subprocess.Popen, times: int) -> str:
@@ -96,8 +108,8 @@ def test_ctrl_c_saves_a_checkpoint_says_so_last_and_the_printed_command_resumes(
 
 
 @pytest.mark.slow
-def test_a_second_ctrl_c_stops_at_once_and_names_the_newest_checkpoint(started):
-    folder, temp, path, run = started
+def test_a_second_ctrl_c_stops_at_once_and_names_the_newest_checkpoint(started_with_slow_saves):
+    folder, temp, path, run = started_with_slow_saves
     output = _stop(run, 2)
     assert run.returncode == 130, output
     last = _last_line(output)
