@@ -1,7 +1,7 @@
 """hpo against its peers on the shipped digits study: Ray Tune + ASHA, Optuna alone, transformers' search.
 
     python3 -m venv .venv-bench && .venv-bench/bin/pip install torch==2.13.0 && .venv-bench/bin/pip install -e ".[nlp,peft,bench]"
-    .venv-bench/bin/python bench/peers.py                    # 3 repeats, about 15 minutes on 2 quiet cores
+    .venv-bench/bin/python bench/peers.py                    # 3 repeats, about 11 minutes on 2 quiet cores
     .venv-bench/bin/python bench/peers.py --quick            # a smoke run: 6 trials of 3 epochs, 1 repeat
     .venv-bench/bin/python bench/peers.py --contenders hpo,optuna --repeats 3
     .venv-bench/bin/python bench/peers.py --problem minilm-lora   # LoRA on the pretrained MiniLM: 6 trials, 1 repeat
