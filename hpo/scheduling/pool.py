@@ -58,27 +58,26 @@ def run_trials(
     """Run trials until the study has `n_trials` (in total) or `timeout` seconds passed; each in a fresh process.
 
     `gpu_memory`: how workers whose GPU is shared read its memory (a module-level function, pickled by name; default
-    NVML, see `hpo.scheduling.gpu_gate`). `ahead`: worker processes already started (`start_workers_ahead`); those
-    this run does not use are ended."""
-    with ahead or StartedAhead({}):  # on every way out, the started-ahead workers no slot took end
-        slots = make_slots(spec.resources, gpus=gpus, workers=workers, ranks_per_trial=ranks_per_trial)
-        if study_is_complete(study, n_trials):
-            return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
-        slots = _slots_needed(slots, study, n_trials)
-        pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory, ahead)
-        finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
-        console = console or Console(stderr=True)
-        console.print(describe_slots(slots))
-        with _signals_to(pool):
-            _watch(pool, study, n_trials, report, console)
-        if pool.slots and not pool.processes:
-            raise HpoError(
-                f"every worker failed, and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}"
-            )
-        if pool.stop_level:
-            # A second Ctrl-C killed the trials without a new checkpoint: the next run resumes them from their newest.
-            how = "stopped at once" if pool.stop_level > 1 else "stopped"
-            raise Interrupted(f"{how}: {describe_stop(study, str(spec.output_dir), finished_before)}")
+    NVML, see `hpo.scheduling.gpu_gate`). `ahead`: worker processes already started (`start_workers_ahead`); the
+    caller, which owns them, ends those this run did not take."""
+    slots = make_slots(spec.resources, gpus=gpus, workers=workers, ranks_per_trial=ranks_per_trial)
+    if study_is_complete(study, n_trials):
+        return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
+    slots = _slots_needed(slots, study, n_trials)
+    pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory, ahead)
+    finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
+    console = console or Console(stderr=True)
+    console.print(describe_slots(slots))
+    with _signals_to(pool):
+        _watch(pool, study, n_trials, report, console)
+    if pool.slots and not pool.processes:
+        raise HpoError(
+            f"every worker failed, and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}"
+        )
+    if pool.stop_level:
+        # A second Ctrl-C killed the trials without a new checkpoint: the next run resumes them from their newest.
+        how = "stopped at once" if pool.stop_level > 1 else "stopped"
+        raise Interrupted(f"{how}: {describe_stop(study, str(spec.output_dir), finished_before)}")
 
 
 def _slots_needed(slots: list[Slot], study: optuna.Study, n_trials: int | None) -> list[Slot]:
@@ -119,6 +118,8 @@ class WorkerPool:
             old.unlink(missing_ok=True)
         for slot in self.slots:
             self._start(slot)
+        if self.ahead is not None:  # started for slots this run does not need (fewer trials left): free them now
+            self.ahead.discard()
 
     def _start(self, slot: Slot) -> None:
         config = WorkerConfig(
