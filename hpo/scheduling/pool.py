@@ -118,7 +118,8 @@ class WorkerPool:
             old.unlink(missing_ok=True)
         for slot in self.slots:
             self._start(slot)
-        if self.ahead is not None:  # started for slots this run does not need (fewer trials left): free them now
+        # Workers started ahead for slots this run does not need (fewer trials left): free them now.
+        if self.ahead is not None:
             self.ahead.discard()
 
     def _start(self, slot: Slot) -> None:
