@@ -24,11 +24,13 @@ from trainer.checkpoint import latest_checkpoint
 CHECKPOINT_PREFIX = "checkpoint-"
 
 
-def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
-    """The k best COMPLETE trials: by value with one objective; the Pareto front (first objective's order) with several."""
+def top_trials(study: optuna.Study, k: int, trials: list[FrozenTrial] | None = None) -> list[FrozenTrial]:
+    """The k best COMPLETE trials: by value with one objective; the Pareto front (first objective's order) with several.
+    `trials`: the study's trials when the caller has just read them (each read goes to the database)."""
     if k <= 0:
         return []
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
     if len(study.directions) > 1:
         front = study.best_trials
         first_max = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
@@ -80,8 +82,10 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | 
     """Delete the checkpoints the policy does not keep; returns what was deleted. `top_k=None` keeps everything."""
     if top_k is None:
         return []
-    top = {t.number for t in top_trials(study, top_k)}
-    trials = study.get_trials(deepcopy=False)
+    trials = study.get_trials(
+        deepcopy=False
+    )  # read once: after every trial, in a worker beside running trials
+    top = {t.number for t in top_trials(study, top_k, trials)}
     pending = [t for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)]
     pending += awaiting_requeue(trials)
     pending_retries = {t.user_attrs.get("requeued_from_trial") for t in pending}

@@ -63,8 +63,10 @@ def test_a_data_function_without_parameters_is_loaded_once_per_worker_not_per_tr
     loaders = (tmp_path / "data-loads.txt").read_text().split()
     trial_pids = {str(t.user_attrs["pid"]) for t in trials(tmp_path)}
     workers = {t.user_attrs["worker"].rsplit(":", 1)[1] for t in trials(tmp_path)}
-    # The dry run (this process) and each worker once, before forking; no trial process loaded it again.
-    assert sorted(loaders) == sorted({str(os.getpid()), *workers}), loaders
+    # The dry run (this process) and each worker once, before forking; no trial process loaded it again. A worker
+    # that claimed no trial (the other took all 6 first) loaded it too, but no trial names its pid.
+    assert len(loaders) == len(set(loaders)) <= 3, loaders
+    assert {str(os.getpid()), *workers} <= set(loaders), loaders
     assert not trial_pids & set(loaders)
 
 
