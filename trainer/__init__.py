@@ -15,6 +15,7 @@ from trainer.callbacks import (
 )
 from trainer.errors import CheckpointError, NonFiniteLossError, TrainerConfigError, TrainerError
 from trainer.events import Event
+from trainer.fork_warmup import prepare_for_fork
 from trainer.outputs import EvalPrediction, PredictionOutput, TrainOutput
 from trainer.seed import enable_full_determinism, set_seed
 from trainer.state import TrainerControl, TrainerState
@@ -43,5 +44,6 @@ __all__ = [
     "TrainerState",
     "TrainingArguments",
     "enable_full_determinism",
+    "prepare_for_fork",
     "set_seed",
 ]

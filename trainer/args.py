@@ -320,7 +320,7 @@ def _type_ok(value: Any, allowed: tuple[type, ...]) -> bool:
 
 
 @functools.cache
-def _field_types(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, Any]:
     """Each field's allowed types, worked out once per class (resolving the annotations takes milliseconds, and every
     trial builds its arguments); a subclass (extra fields) gets its own."""
     hints = typing.get_type_hints(cls)
@@ -328,7 +328,7 @@ def _field_types(cls: type) -> dict[str, Any]:
 
 
 def _check_types(args: TrainingArguments) -> None:
-    for name, allowed in _field_types(type(args)).items():
+    for name, allowed in field_types(type(args)).items():
         value = getattr(args, name)
         if not _type_ok(value, allowed):
             names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)

@@ -82,6 +82,7 @@ from hpo.tracking.store import trial_run_id
 from hpo.trial.callbacks import write_status
 from hpo.trial.run import record_outcome, trial_dir
 from hpo.trial.space import sample_params
+from trainer import prepare_for_fork
 
 logger = logging.getLogger(__name__)
 WAIT = "wait"  # nothing to claim now, but a running trial may still crash and be queued again
@@ -461,11 +462,13 @@ class Chores:
 
 def warm_up(spec: StudySpec) -> None:
     """Load, once, what every trial would otherwise load after its fork: what torch loads lazily on first use (building
-    an optimizer imports torch._dynamo: seconds), the task's module, and the run row's package versions and git commit
+    an optimizer imports torch._dynamo: seconds; the first Trainer's own one-time work, `trainer.prepare_for_fork`),
+    the task's module, and the run row's package versions and git commit
     (two git commands and a walk of site-packages: about 0.1 s a trial). No tensor work is done, so no thread pool
     exists yet when the trials are forked. A task whose data() takes no parameters has its datasets loaded here once,
     not by every trial; a study with adapters has peft imported here."""
     torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
+    prepare_for_fork()  # what each trial's first Trainer would do once: annotations resolved, lazy imports done
     environment.package_versions()
     environment.git_commit()
     if spec.peft is not None:  # every trial wraps its model with peft (hpo.trial.adapter imports it on use)
