@@ -82,9 +82,8 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | 
     """Delete the checkpoints the policy does not keep; returns what was deleted. `top_k=None` keeps everything."""
     if top_k is None:
         return []
-    trials = study.get_trials(
-        deepcopy=False
-    )  # read once: after every trial, in a worker beside running trials
+    # Read once: this runs after every trial, in a worker, beside running trials.
+    trials = study.get_trials(deepcopy=False)
     top = {t.number for t in top_trials(study, top_k, trials)}
     pending = [t for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)]
     pending += awaiting_requeue(trials)
