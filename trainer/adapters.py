@@ -15,6 +15,7 @@ plain run should not pay peft's import (seconds: it imports transformers).
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,35 @@ def check_strategy(strategy_name: str, model: Any) -> None:
     )
 
 
+def check_prefix_tuning(model: Any) -> None:
+    """Refuse prefix tuning on a model that cannot take it, before any step.
+
+    peft feeds the prefix to the model as its key/value cache: through the `past_key_values` argument of the model's
+    forward or, for a classification head, of its transformer backbone's forward (peft's own test, mirrored here). A
+    model without one (DistilBERT; BERT since transformers 5.24, which renamed it `cache`) fails inside peft at the
+    first forward, so say it here, where the alternatives can be named.
+    """
+    if not is_adapter_model(model) or not any(
+        _peft_type(config) == "PREFIX_TUNING" for config in model.peft_config.values()
+    ):
+        return
+    base = model.base_model
+    backbone = getattr(model, "transformer_backbone_name", None)
+    forwards = [base.forward] + ([base.get_submodule(backbone).forward] if backbone else [])
+    if any("past_key_values" in inspect.signature(forward).parameters for forward in forwards):
+        return
+    transformers = sys.modules.get("transformers")
+    version = f" under transformers {transformers.__version__}" if transformers is not None else ""
+    raise TrainerConfigError(
+        f"prefix_tuning cannot train {type(base).__name__}{version}: peft feeds the prefix through the forward's "
+        "past_key_values, which this model does not take; use prompt_tuning, p_tuning or lora instead"
+    )
+
+
+def _peft_type(config: Any) -> str:
+    return str(getattr(config.peft_type, "value", config.peft_type))
+
+
 class AdaLoraAllocation(TrainerCallback):
     """AdaLoRA moves its rank budget between layers as it trains: peft asks the loop to call
     `update_and_allocate(step)` after each optimizer step and before the gradients are zeroed (on_optimizer_step here).
@@ -63,9 +93,7 @@ def needs_rank_allocation(model: Any) -> bool:
     """Whether `model` is an AdaLoRA PeftModel (whose training loop must call update_and_allocate)."""
     if not is_adapter_model(model):
         return False
-    return any(
-        str(getattr(c.peft_type, "value", c.peft_type)) == "ADALORA" for c in model.peft_config.values()
-    )
+    return any(_peft_type(c) == "ADALORA" for c in model.peft_config.values())
 
 
 def trainable_parameter_count(model: torch.nn.Module) -> int:

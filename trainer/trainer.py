@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainer import checkpoint as ckpt
-from trainer.adapters import AdaLoraAllocation, needs_rank_allocation
+from trainer.adapters import AdaLoraAllocation, check_prefix_tuning, needs_rank_allocation
 from trainer.adapters import check_strategy as check_adapter_strategy
 from trainer.args import IntervalStrategy, SaveStrategy, TrainingArguments
 from trainer.callbacks import (
@@ -679,6 +679,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         user_optimizer, user_scheduler = self._user_optimizers
         model = prepare_model(self.strategy.unwrap(self.model), self.args)
         check_adapter_strategy(self.strategy.name, model)  # refuse FSDP/ZeRO with an adapter before any step
+        check_prefix_tuning(model)
         if needs_rank_allocation(model) and not any(
             isinstance(c, AdaLoraAllocation) for c in self.callback_handler.callbacks
         ):

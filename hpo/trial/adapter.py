@@ -14,6 +14,8 @@ import torch
 from hpo.errors import ConfigError
 from hpo.spec import adapters
 from hpo.spec.errors import FieldProblem
+from trainer.adapters import check_prefix_tuning
+from trainer.errors import TrainerConfigError
 
 # transformers' class name suffix -> peft's task type (which head trains with the adapter, and how prompts are fed).
 TASK_TYPES = {
@@ -74,12 +76,17 @@ def wrap_model(model: torch.nn.Module, section: dict[str, Any], sampled: dict[st
     config = peft_config(model, section, sampled)
     check_target_modules(model, config)
     try:
-        return get_peft_model(model, config)
+        wrapped = get_peft_model(model, config)
     except ValueError as error:  # peft checks some values only when it builds the layers (e.g. r must be > 0)
         options = {**section, **(sampled or {})}
         raise ConfigError(
             f"{adapters.field_named(str(error), options)}: peft refused the adapter: {error}"
         ) from error
+    try:  # the dry run only evaluates: refuse here what would fail at the first forward of every trial
+        check_prefix_tuning(wrapped)
+    except TrainerConfigError as error:
+        raise ConfigError(f"peft.method: {error}") from error
+    return wrapped
 
 
 def check_choices(model: torch.nn.Module, section: dict[str, Any], choices: dict[str, list[Any]]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import distilbert_task
 import pytest
 import torch
 from lora_minilm import (
@@ -26,6 +27,7 @@ from peft import (
     PrefixTuningConfig,
     PromptEncoderConfig,
     PromptTuningConfig,
+    get_peft_model,
 )
 from peft.utils import load_peft_weights
 from trainer_tasks import quiet_args
@@ -190,3 +192,19 @@ def test_every_method_trains_into_an_adapter_sized_checkpoint_that_reloads(tmp_p
     trainer.model.eval()
     with torch.no_grad():
         torch.testing.assert_close(reloaded(**batch).logits, trainer.model(**batch).logits, rtol=0, atol=1e-5)
+
+
+def test_prefix_tuning_a_model_without_past_key_values_is_refused_before_any_step(tmp_path):
+    model = get_peft_model(
+        distilbert_task.model_init(),
+        PrefixTuningConfig(
+            task_type="SEQ_CLS", num_virtual_tokens=4, token_dim=32, num_attention_heads=2, num_layers=1
+        ),
+    )
+    trainer = lora_trainer(tmp_path, model=model, max_steps=2, save_strategy="steps", save_steps=1)
+    with pytest.raises(
+        TrainerConfigError, match="prefix_tuning cannot train DistilBertForSequenceClassification"
+    ) as error:
+        trainer.train()
+    assert "use prompt_tuning, p_tuning or lora instead" in str(error.value)
+    assert trainer.state.global_step == 0 and not list(tmp_path.glob("checkpoint-*"))

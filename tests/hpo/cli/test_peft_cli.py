@@ -176,3 +176,41 @@ def test_hpo_train_with_an_adapter_then_export_reloads_it(tmp_path, capsys, monk
     assert "eval_accuracy" in out
     manifest = json.loads((tmp_path / "export" / "export.json").read_text())
     assert manifest["adapter"]["adapters"]["default"]["method"] == "lora"
+
+
+PREFIX_ON_DISTILBERT = {
+    "task": {**TASK, "model_init": "distilbert_task:model_init"},
+    # DistilBERT's config names its sizes otherwise (dim, n_heads, n_layers): peft asks for them
+    "peft": {
+        "method": "prefix_tuning",
+        "num_virtual_tokens": 4,
+        "token_dim": 32,
+        "num_attention_heads": 2,
+        "num_layers": 1,
+    },
+    "search_space": {"learning_rate": {"type": "float", "low": 1e-4, "high": 1e-3, "log": True}},
+}
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_prefix_tuning_on_a_model_without_past_key_values_is_refused_in_the_dry_run(
+    tmp_path, capsys, monkeypatch, command
+):
+    monkeypatch.chdir(tmp_path)
+    study = {**STUDY, **PREFIX_ON_DISTILBERT}
+    assert run_main(command, str(write(tmp_path, study))) == 2
+    err = capsys.readouterr().err
+    assert (
+        "peft.method: prefix_tuning cannot train DistilBertForSequenceClassification under transformers"
+        in err
+    )
+    assert "use prompt_tuning, p_tuning or lora instead" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not list(tmp_path.glob("runs/lora/trial-*"))  # no trial started
+
+
+def test_prefix_tuning_on_the_pretrained_minilm_passes_the_dry_run(tmp_path, capsys):
+    prefix = {"method": "prefix_tuning", "num_virtual_tokens": 4}
+    study = {**STUDY, "peft": prefix, "search_space": PREFIX_ON_DISTILBERT["search_space"]}
+    assert run_main("validate", str(write(tmp_path, study))) == 0
+    assert "adapter: peft prefix_tuning" in capsys.readouterr().out
