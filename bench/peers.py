@@ -1,6 +1,6 @@
 """hpo against its peers on the shipped digits study: Ray Tune + ASHA, Optuna alone, transformers' search.
 
-    python3 -m venv .venv-bench && .venv-bench/bin/pip install torch==2.13.0 && .venv-bench/bin/pip install -e ".[nlp,peft,bench]"
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install -c constraints-bench.txt torch==2.13.0 && .venv-bench/bin/pip install -c constraints-bench.txt -e ".[nlp,peft,dev,bench]"
     .venv-bench/bin/python bench/peers.py                    # 3 repeats, about 11 minutes on 2 quiet cores
     .venv-bench/bin/python bench/peers.py --quick            # a smoke run: 6 trials of 3 epochs, 1 repeat
     .venv-bench/bin/python bench/peers.py --contenders hpo,optuna --repeats 3
@@ -448,8 +448,8 @@ def check_peers(contenders: Sequence[str], problem: str = "digits") -> str | Non
             flag = f"--problem {problem}" if module in lora else "--contenders"
             return (
                 f"{flag}: {contender} needs the package {module.split('.')[0]}; install the bench extra into "
-                f"a separate venv: python3 -m venv .venv-bench && .venv-bench/bin/pip install torch==2.13.0 && "
-                f'.venv-bench/bin/pip install -e ".[nlp,peft,bench]"'
+                f"a separate venv: python3 -m venv .venv-bench && .venv-bench/bin/pip install -c constraints-bench.txt "
+                f'torch==2.13.0 && .venv-bench/bin/pip install -c constraints-bench.txt -e ".[nlp,peft,dev,bench]"'
             )
     return None
 

@@ -24,7 +24,7 @@ write_lock() {
   local venv=$1 file=$2 command=$3
   {
     echo "# The lock: every package version the tests passed on. Written by \`$command\`; do not edit by hand."
-    echo "# Installed with: pip install -c $file ... (README, first command). Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())'), $(date -u +%Y-%m-%d)."
+    echo "# Installed with: pip install -c $file ... (the README says where). Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())'), $(date -u +%Y-%m-%d)."
     frozen "$venv"
   } >"$file"
 }
