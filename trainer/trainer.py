@@ -667,10 +667,11 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         """The optimizer over `model` (the placed/wrapped one during train(), else self.model): `args.optim`, or
         the class and keyword arguments given as `optimizer_cls_and_kwargs`."""
         target = model if model is not None else self.model
+        decay_names = self.get_decay_parameter_names(target)
         if self.optimizer_cls_and_kwargs is not None:
             cls, kwargs = self.optimizer_cls_and_kwargs
-            return cls(parameter_groups(target, self.args.weight_decay), **kwargs)
-        return create_optimizer(self.args, target)
+            return cls(parameter_groups(target, self.args.weight_decay, decay_names), **kwargs)
+        return create_optimizer(self.args, target, decay_names)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer) -> Any:
         return create_scheduler(self.args, optimizer, num_training_steps)
