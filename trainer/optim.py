@@ -236,6 +236,18 @@ def create_scheduler(
         ) from error
 
 
+def rebased_multiplier(multiplier: Any, lr: float) -> Any:
+    """The multiplier of a schedule whose peak rate becomes `lr` mid-run (PBT's explore, trainer.hyperparams).
+
+    Schedules built with `lr_init` hold an absolute rate (polynomial's lr_end, cosine_with_min_lr's min_lr) as a
+    fraction of the peak; with the old peak kept, the run would end at new_lr x lr_end / old_lr. Rebuilt with the new
+    peak, it ends at lr_end as configured, as a run started at `lr` does (transformers' lr_end is absolute).
+    """
+    if isinstance(multiplier, functools.partial) and "lr_init" in multiplier.keywords:
+        return functools.partial(multiplier.func, *multiplier.args, **{**multiplier.keywords, "lr_init": lr})
+    return multiplier
+
+
 def steps_with_scheduler(scheduler: Any) -> bool:
     """True when the scheduler advances every optimizer step (not ReduceLROnPlateau, which follows evaluations)."""
     return scheduler is not None and not isinstance(scheduler, ReduceLROnPlateau)
