@@ -7,29 +7,20 @@ parameter groups follow `get_decay_parameter_names`). Mixed into `Trainer`.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
 from trainer.data import has_length
 from trainer.evaluation import evaluation_loop as run_evaluation_loop
 from trainer.optim import _optimizer_class_and_kwargs, decay_parameter_names
+from trainer.outputs import EvalLoopOutput  # defined beside PredictionOutput; importable from here as before
 
 if TYPE_CHECKING:
     from trainer.args import TrainingArguments
     from trainer.state import TrainerState
     from trainer.strategies.base import Strategy
-
-
-class EvalLoopOutput(NamedTuple):
-    """What `evaluation_loop` returns (transformers' trainer_utils.EvalLoopOutput)."""
-
-    predictions: np.ndarray | tuple[np.ndarray, ...] | None
-    label_ids: np.ndarray | tuple[np.ndarray, ...] | None
-    metrics: dict[str, float] | None
-    num_samples: int | None
 
 
 class PublicMethodsMixin:
@@ -144,6 +135,4 @@ class PublicMethodsMixin:
             self.model = self.model.to(dtype=dtype)
         # as in transformers, every later event's kwargs carry the last evaluation loader
         self.callback_handler.eval_dataloader = dataloader  # type: ignore[attr-defined]
-        output = run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only, ignore_keys)  # type: ignore[arg-type]
-        count = len(dataloader.dataset) if has_length(dataloader.dataset) else None
-        return EvalLoopOutput(output.predictions, output.label_ids, output.metrics, count)
+        return run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only, ignore_keys)  # type: ignore[arg-type]
