@@ -63,7 +63,7 @@ STRATEGIES = ("auto", "single", "ddp", "fsdp", "deepspeed")
 class TrainingArguments(ProcessProperties):
     """The arguments of one training run. Names and defaults follow `transformers.TrainingArguments`."""
 
-    output_dir: str = "trainer_output"
+    output_dir: str | None = "trainer_output"  # None: "trainer_output"; "~" expanded (as transformers)
     # ---- length of the run
     num_train_epochs: float = 3.0
     max_steps: int = -1
@@ -83,7 +83,7 @@ class TrainingArguments(ProcessProperties):
     label_smoothing_factor: float = 0.0  # > 0: compute_loss smooths the labels (transformers' LabelSmoother)
     lr_scheduler_type: str = "linear"
     lr_scheduler_kwargs: dict | None = None
-    warmup_steps: int = 0
+    warmup_steps: float = 0  # steps, or a fraction of the training steps when < 1 (transformers 5)
     warmup_ratio: float = 0.0
     # ---- logging, evaluation, saving (steps: an int, or a fraction of max_steps when < 1)
     logging_strategy: IntervalStrategy = IntervalStrategy.STEPS
@@ -199,6 +199,7 @@ class TrainingArguments(ProcessProperties):
 
     def __post_init__(self) -> None:
         check_unsupported(self)
+        _parse_json_dicts(self)
         _check_types(self)
         _normalise(self)
         apply_accelerate_launch(self)  # before the checks: the launcher's settings are checked like the rest
@@ -244,10 +245,11 @@ class TrainingArguments(ProcessProperties):
         return self.seed if self.data_seed is None else self.data_seed
 
     def get_warmup_steps(self, num_training_steps: int) -> int:
-        """warmup_steps wins over warmup_ratio, as in transformers."""
-        if self.warmup_steps > 0:
-            return self.warmup_steps
-        return math.ceil(num_training_steps * self.warmup_ratio)
+        """warmup_steps (a fraction of `num_training_steps` when below 1, as in transformers 5) wins over
+        warmup_ratio."""
+        if self.warmup_steps >= 1:
+            return int(self.warmup_steps)
+        return math.ceil(num_training_steps * (self.warmup_steps or self.warmup_ratio))
 
     # ---- serialisation ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -327,6 +329,45 @@ def field_types(cls: type) -> dict[str, Any]:
     return {f.name: _allowed_types(hints[f.name]) for f in dataclasses.fields(cls)}
 
 
+# Fields that take a dict, also as a JSON string: what a script's command line passes (transformers'
+# _VALID_DICT_FIELDS that we share; accelerator_config is refused before this).
+JSON_DICT_FIELDS = (
+    "lr_scheduler_kwargs",
+    "gradient_checkpointing_kwargs",
+    "activation_checkpointing_kwargs",
+    "fsdp_config",
+    "deepspeed",
+)
+
+
+def _parse_json_dicts(args: TrainingArguments) -> None:
+    """'{"factor": 0.5}' -> {"factor": 0.5}. Only strings that start with '{': another string is a file path
+    (deepspeed). String values inside are read as transformers reads them ("true" -> True, "3" -> 3)."""
+    for name in JSON_DICT_FIELDS:
+        value = getattr(args, name)
+        if not (isinstance(value, str) and value.startswith("{")):
+            continue
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise TrainerConfigError(f"training argument '{name}' is not valid JSON: {error}") from error
+        setattr(args, name, _typed_strings(parsed))
+
+
+def _typed_strings(values: dict[str, Any]) -> dict[str, Any]:
+    """transformers' _convert_str_dict: booleans and numbers written as strings become booleans and numbers."""
+    for key, value in values.items():
+        if isinstance(value, dict):
+            values[key] = _typed_strings(value)
+        elif isinstance(value, str) and value.lower() in ("true", "false"):
+            values[key] = value.lower() == "true"
+        elif isinstance(value, str) and value.isdigit():
+            values[key] = int(value)
+        elif isinstance(value, str) and value.replace(".", "", 1).isdigit():
+            values[key] = float(value)
+    return values
+
+
 def _check_types(args: TrainingArguments) -> None:
     for name, allowed in field_types(type(args)).items():
         value = getattr(args, name)
@@ -364,8 +405,9 @@ def _normalise(args: TrainingArguments) -> None:
     _choice("strategy", args.strategy, STRATEGIES)
     if isinstance(args.report_to, str):
         args.report_to = [] if args.report_to == "none" else [args.report_to]
-    elif args.report_to is None:
+    elif args.report_to is None or args.report_to == ["none"]:
         args.report_to = []
+    args.output_dir = os.path.expanduser("trainer_output" if args.output_dir is None else args.output_dir)
 
 
 def _normalise_transformers_fields(args: TrainingArguments) -> None:
@@ -374,6 +416,8 @@ def _normalise_transformers_fields(args: TrainingArguments) -> None:
         args.gradient_checkpointing = args.activation_checkpointing
     if args.activation_checkpointing_kwargs is not None:
         args.gradient_checkpointing_kwargs = args.activation_checkpointing_kwargs
+    if args.use_cpu:
+        args.dataloader_pin_memory = False  # nothing to pin for: the batches stay in CPU memory
     if isinstance(args.include_num_input_tokens_seen, bool):
         args.include_num_input_tokens_seen = "all" if args.include_num_input_tokens_seen else "no"
     if args.torch_compile_backend is not None or args.torch_compile_mode is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -136,12 +137,20 @@ def _fill_scheduler(config: dict, args: Any, total_steps: int | None) -> None:
             'deepspeed config scheduler.params.total_num_steps is "auto" but the number of steps is unknown; set '
             "max_steps, or give total_num_steps explicitly"
         )
-    warmup = args.warmup_steps or (int(args.warmup_ratio * steps) if steps else 0)
+    warmup = _warmup_steps(args, steps)
     _set(params, "warmup_min_lr", 0.0, "0", "scheduler.params.")
     _set(params, "warmup_max_lr", args.learning_rate, "learning_rate", "scheduler.params.")
     _set(params, "warmup_num_steps", warmup, "warmup_steps/warmup_ratio", "scheduler.params.")
     if "total_num_steps" in params:
         _set(params, "total_num_steps", steps, "max_steps", "scheduler.params.")
+
+
+def _warmup_steps(args: Any, steps: int | None) -> int:
+    """TrainingArguments.get_warmup_steps, which transformers fills warmup_num_steps with, for arguments of any shape:
+    warmup_steps, a fraction of the steps when below 1, else warmup_ratio."""
+    if args.warmup_steps >= 1:
+        return int(args.warmup_steps)
+    return math.ceil(steps * (args.warmup_steps or args.warmup_ratio)) if steps else 0
 
 
 def _fill_zero(config: dict) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -11,10 +11,30 @@ from torch.utils.data import DataLoader
 
 from trainer.data import batch_size_of, has_length
 from trainer.events import Event
-from trainer.outputs import EvalPrediction, PredictionOutput
+from trainer.outputs import EvalLoopOutput, EvalPrediction
 
 if TYPE_CHECKING:
-    from trainer.trainer import Trainer
+    from trainer.args import TrainingArguments
+    from trainer.state import TrainerControl
+    from trainer.strategies.base import Strategy
+
+
+class EvaluatedTrainer(Protocol):
+    """What the loop needs of the Trainer. A protocol rather than trainer.trainer.Trainer, which is built on this
+    module: imports point one way, from the Trainer down to its loop, type hints included."""
+
+    args: TrainingArguments
+    model: torch.nn.Module
+    strategy: Strategy
+    compute_metrics: Any
+    preprocess_logits_for_metrics: Any
+
+    def prediction_step(
+        self, model: torch.nn.Module, inputs: Any, prediction_loss_only: bool, ignore_keys: Any = None
+    ) -> tuple[torch.Tensor | None, Any, Any]: ...
+
+    def fire(self, event: Event, **extra: Any) -> TrainerControl: ...
+
 
 PAD_INDEX = -100  # what labels and predictions of unequal lengths are padded with (transformers' convention)
 
@@ -52,7 +72,7 @@ def _trim(values: Any, count: int | None) -> Any:
     return values[:count]
 
 
-def _gather_cpu(trainer: Trainer, value: Any) -> Any:
+def _gather_cpu(trainer: EvaluatedTrainer, value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, (tuple, list)):
@@ -68,7 +88,7 @@ def _as_float(value: Any) -> Any:
     return value.item() if isinstance(value, (np.generic, torch.Tensor)) else value
 
 
-def _main_input(trainer: Trainer, batch: Any) -> torch.Tensor | None:
+def _main_input(trainer: EvaluatedTrainer, batch: Any) -> torch.Tensor | None:
     """The model's main input (`main_input_name`, input_ids by default) of a dict batch, else the batch's first."""
     name = getattr(trainer.strategy.unwrap(trainer.model), "main_input_name", "input_ids")
     if hasattr(batch, "get") and torch.is_tensor(batch.get(name)):
@@ -78,12 +98,12 @@ def _main_input(trainer: Trainer, batch: Any) -> torch.Tensor | None:
 
 
 def evaluation_loop(
-    trainer: Trainer,
+    trainer: EvaluatedTrainer,
     loader: DataLoader,
     metric_key_prefix: str,
     prediction_loss_only: bool,
     ignore_keys: list[str] | None = None,
-) -> PredictionOutput:
+) -> EvalLoopOutput:
     """Run the model over `loader` without gradients and compute `<prefix>_loss`, metrics and speed."""
     model = trainer.model
     was_training = model.training
@@ -143,4 +163,4 @@ def evaluation_loop(
         samples_per_second=round(samples / runtime, 3) if runtime > 0 else 0.0,
         steps_per_second=round(steps / runtime, 3) if runtime > 0 else 0.0,
     )
-    return PredictionOutput(all_preds, all_labels, _prefixed(metrics, metric_key_prefix))
+    return EvalLoopOutput(all_preds, all_labels, _prefixed(metrics, metric_key_prefix), count)

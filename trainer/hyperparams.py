@@ -5,8 +5,8 @@
 
 At the start of the step after `global_step == 400` the new values go into the optimizer's param groups: the learning
 rate becomes the schedule's new base (`initial_lr` and the scheduler's `base_lrs`), so warm-up and decay continue from
-the same point of the schedule with the new peak; weight decay changes in the decayed group only (biases and norms stay
-at 0); Adam's betas and epsilon in every group that has them. Model hyperparameters (dropout) go through the setters
+the same point of the schedule with the new peak (an absolute end rate, polynomial's `lr_end` or `min_lr`, stays
+where it was set); weight decay changes in the decayed group only (biases and norms stay at 0); Adam's betas and epsilon in every group that has them. Model hyperparameters (dropout) go through the setters
 the task gives. The same callback applies the change in a run that continues a copied checkpoint and in one that
 trains straight through, so the two are bitwise equal.
 """
@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from trainer.callbacks import TrainerCallback
+from trainer.optim import rebased_multiplier
 
 # TrainingArguments fields kept in the optimizer's param groups: (group key, index into a tuple value or None).
 OPTIMIZER_FIELDS: dict[str, tuple[str, int | None]] = {
@@ -64,6 +65,7 @@ def _set_base_lr(group: dict[str, Any], scheduler: Any, index: int, lr: float) -
     """The new peak rate, and the current rate where the schedule stands now (its multiplier at `last_epoch`)."""
     lambdas = getattr(scheduler, "lr_lambdas", None)
     if lambdas is not None:  # LambdaLR: rate = base * multiplier(step), the formula its own step() uses
+        lambdas[index] = rebased_multiplier(lambdas[index], lr)  # an absolute end rate stays where it was set
         scheduler.base_lrs[index] = lr
         group["initial_lr"] = lr
         group["lr"] = lr * lambdas[index](scheduler.last_epoch)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from typing import Any
 
 import torch
@@ -12,15 +13,46 @@ from torch.optim.lr_scheduler import LambdaLR, ReduceLROnPlateau
 from trainer.args import TrainingArguments
 from trainer.errors import TrainerConfigError
 
-
 # ---- optimizers -------------------------------------------------------------------------------------------------
-def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay matrices only: biases and norm weights (1-d tensors) are not decayed, as in nanoGPT and transformers."""
-    params = [p for p in model.parameters() if p.requires_grad]
+# transformers 5.23's rule (Trainer.get_decay_parameter_names): no decay for any parameter of a LayerNorm
+# (ALL_LAYERNORM_LAYERS) nor for any whose lower-cased dotted name matches one of these patterns (biases, norms).
+NO_DECAY_LAYERS: tuple[type[torch.nn.Module], ...] = (torch.nn.LayerNorm,)
+NO_DECAY_NAME_PATTERNS = tuple(
+    re.compile(pattern)
+    for pattern in (r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)", r"_norm(?:$|\.)")
+)
+
+
+def _decay_excluded(name: str) -> bool:
+    return any(pattern.search(name.lower()) for pattern in NO_DECAY_NAME_PATTERNS)
+
+
+def decay_parameter_names(model: torch.nn.Module) -> list[str]:
+    """The names of the parameters weight decay applies to, as transformers' `get_parameter_names(model,
+    [nn.LayerNorm], patterns)` lists them: every parameter but those of LayerNorm modules and those named like a
+    bias or a norm. Walked child by child as there, so that the list (order included) is the same."""
+    names: list[str] = []
+    for child_name, child in model.named_children():
+        if isinstance(child, NO_DECAY_LAYERS):
+            continue
+        paths = (f"{child_name}.{name}" for name in decay_parameter_names(child))
+        names += [path for path in paths if not _decay_excluded(path)]
+    # the module's own parameters (transformers lists every registered key, a None one included)
+    names += [key for key in model._parameters if not _decay_excluded(key)]
+    return names
+
+
+def parameter_groups(
+    model: torch.nn.Module, weight_decay: float, decay_names: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """The trainable parameters in transformers' two groups: `decay_names` (by default `decay_parameter_names`) with
+    `weight_decay`, the rest (biases, norm weights) without. One group when there is no decay at all."""
+    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     if weight_decay == 0:
-        return [{"params": params, "weight_decay": 0.0}]
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
+        return [{"params": [p for _, p in named], "weight_decay": 0.0}]
+    decayed = set(decay_parameter_names(model) if decay_names is None else decay_names)
+    decay = [p for name, p in named if name in decayed]
+    no_decay = [p for name, p in named if name not in decayed]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
@@ -36,11 +68,14 @@ def _optimizer_class_and_kwargs(args: TrainingArguments) -> tuple[type, dict[str
     return table[args.optim]
 
 
-def create_optimizer(args: TrainingArguments, model: torch.nn.Module) -> torch.optim.Optimizer:
-    """The optimizer `args.optim` over the model's trainable parameters; `args.optim_args` adds keyword arguments."""
+def create_optimizer(
+    args: TrainingArguments, model: torch.nn.Module, decay_names: list[str] | None = None
+) -> torch.optim.Optimizer:
+    """The optimizer `args.optim` over the model's trainable parameters; `args.optim_args` adds keyword arguments.
+    `decay_names`: the parameters weight decay applies to (the Trainer passes its `get_decay_parameter_names`)."""
     cls, kwargs = _optimizer_class_and_kwargs(args)
     kwargs.update(args.optim_args or {})
-    groups = parameter_groups(model, args.weight_decay)
+    groups = parameter_groups(model, args.weight_decay, decay_names)
     try:
         return cls(groups, lr=args.learning_rate, **kwargs)
     except (TypeError, ValueError, RuntimeError) as error:
@@ -199,6 +234,18 @@ def create_scheduler(
             f"lr_scheduler_kwargs {args.lr_scheduler_kwargs} do not fit lr_scheduler_type "
             f"'{args.lr_scheduler_type}': {error}"
         ) from error
+
+
+def rebased_multiplier(multiplier: Any, lr: float) -> Any:
+    """The multiplier of a schedule whose peak rate becomes `lr` mid-run (PBT's explore, trainer.hyperparams).
+
+    Schedules built with `lr_init` hold an absolute rate (polynomial's lr_end, cosine_with_min_lr's min_lr) as a
+    fraction of the peak; with the old peak kept, the run would end at new_lr x lr_end / old_lr. Rebuilt with the new
+    peak, it ends at lr_end as configured, as a run started at `lr` does (transformers' lr_end is absolute).
+    """
+    if isinstance(multiplier, functools.partial) and "lr_init" in multiplier.keywords:
+        return functools.partial(multiplier.func, *multiplier.args, **{**multiplier.keywords, "lr_init": lr})
+    return multiplier
 
 
 def steps_with_scheduler(scheduler: Any) -> bool:

@@ -21,6 +21,15 @@ class PredictionOutput(NamedTuple):
     metrics: dict[str, float] | None
 
 
+class EvalLoopOutput(NamedTuple):
+    """What `evaluation_loop` returns (transformers' trainer_utils.EvalLoopOutput)."""
+
+    predictions: np.ndarray | tuple[np.ndarray, ...] | None
+    label_ids: np.ndarray | tuple[np.ndarray, ...] | None
+    metrics: dict[str, float] | None
+    num_samples: int | None
+
+
 class EvalPrediction:
     """What compute_metrics receives: numpy predictions and labels, and the inputs and losses when
     `include_for_metrics` asks for them. Unpacks as transformers' does: `predictions, labels = p`, with inputs and

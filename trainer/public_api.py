@@ -1,35 +1,26 @@
 """Methods of transformers' Trainer that user code and subclasses call, beyond train/evaluate/predict.
 
 Each does what transformers' does, in this Trainer's terms (the strategy places and wraps the model; the optimizer's
-parameter groups follow `trainer.optim.parameter_groups`). Mixed into `Trainer`.
+parameter groups follow `get_decay_parameter_names`). Mixed into `Trainer`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
 from trainer.data import has_length
 from trainer.evaluation import evaluation_loop as run_evaluation_loop
-from trainer.optim import _optimizer_class_and_kwargs
+from trainer.optim import _optimizer_class_and_kwargs, decay_parameter_names
+from trainer.outputs import EvalLoopOutput  # defined beside PredictionOutput; importable from here as before
 
 if TYPE_CHECKING:
     from trainer.args import TrainingArguments
     from trainer.state import TrainerState
     from trainer.strategies.base import Strategy
-
-
-class EvalLoopOutput(NamedTuple):
-    """What `evaluation_loop` returns (transformers' trainer_utils.EvalLoopOutput)."""
-
-    predictions: np.ndarray | tuple[np.ndarray, ...] | None
-    label_ids: np.ndarray | tuple[np.ndarray, ...] | None
-    metrics: dict[str, float] | None
-    num_samples: int | None
 
 
 class PublicMethodsMixin:
@@ -61,9 +52,10 @@ class PublicMethodsMixin:
         return cls, {"lr": args.learning_rate, **kwargs, **(args.optim_args or {})}
 
     def get_decay_parameter_names(self, model: torch.nn.Module) -> list[str]:
-        """The parameters weight decay applies to: every trainable matrix (2-d and up), as our optimizer groups them
-        (transformers decays every parameter but biases and norm weights; see docs/compat.md)."""
-        return [name for name, p in model.named_parameters() if p.requires_grad and p.ndim >= 2]
+        """The parameters weight decay applies to, as transformers lists them: every one but biases and norm weights
+        (LayerNorm modules, and names like `bias`, `norm`, `layernorm`, `rmsnorm`, `*_norm`). `create_optimizer` groups
+        by this method, so a subclass that overrides it changes the optimizer's groups, as there."""
+        return decay_parameter_names(model)
 
     def get_learning_rates(self) -> list[float]:
         """The current learning rate of each parameter group."""
@@ -143,6 +135,4 @@ class PublicMethodsMixin:
             self.model = self.model.to(dtype=dtype)
         # as in transformers, every later event's kwargs carry the last evaluation loader
         self.callback_handler.eval_dataloader = dataloader  # type: ignore[attr-defined]
-        output = run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only, ignore_keys)  # type: ignore[arg-type]
-        count = len(dataloader.dataset) if has_length(dataloader.dataset) else None
-        return EvalLoopOutput(output.predictions, output.label_ids, output.metrics, count)
+        return run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only, ignore_keys)  # type: ignore[arg-type]

@@ -323,10 +323,8 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             outputs = call_model(model, features)
             n_items = num_items_in_batch if num_items_in_batch is not None else batch_size_of(inputs)
             loss = self.compute_loss_func(outputs, labels, num_items_in_batch=n_items)
-        elif self.args.label_smoothing_factor > 0 and is_mapping(inputs) and "labels" in inputs:
-            loss, outputs = smoothed_loss_and_outputs(
-                model, self.strategy.unwrap(model), inputs, self.args.label_smoothing_factor
-            )
+        elif self._smooths_labels(inputs):
+            loss, outputs = self._smoothed_loss_and_outputs(model, inputs)
         else:
             outputs = call_model(model, inputs)
             loss = loss_of(outputs)
@@ -337,6 +335,14 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
                     "Trainer a compute_loss_func(outputs, labels, num_items_in_batch)"
                 )
         return (loss, outputs) if return_outputs else loss
+
+    def _smooths_labels(self, inputs: Any) -> bool:
+        """Whether the loss is transformers' label-smoothed one: `label_smoothing_factor` set, a dict batch with labels."""
+        return self.args.label_smoothing_factor > 0 and is_mapping(inputs) and "labels" in inputs
+
+    def _smoothed_loss_and_outputs(self, model: torch.nn.Module, inputs: Any) -> tuple[torch.Tensor, Any]:
+        unwrapped = self.strategy.unwrap(model)
+        return smoothed_loss_and_outputs(model, unwrapped, inputs, self.args.label_smoothing_factor)
 
     # ---- what happens between steps ---------------------------------------------------------------------------
     def _log_evaluate_save(self) -> None:
@@ -466,6 +472,10 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
                 outputs = call_model(model, features)
                 loss = self.compute_loss_func(outputs, labels, num_items_in_batch=batch_size_of(inputs))
                 logits = loss_and_logits(outputs)[1] if not torch.is_tensor(outputs) else outputs
+            elif self._smooths_labels(inputs):
+                # transformers' prediction_step goes through compute_loss: the evaluation loss is smoothed too
+                loss, outputs = self._smoothed_loss_and_outputs(model, inputs)
+                logits = loss_and_logits(without_keys(outputs, ignore_keys))[1]
             else:
                 loss, logits = loss_and_logits(without_keys(call_model(model, inputs), ignore_keys))
         return loss, (None if prediction_loss_only else logits), labels
@@ -667,10 +677,11 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         """The optimizer over `model` (the placed/wrapped one during train(), else self.model): `args.optim`, or
         the class and keyword arguments given as `optimizer_cls_and_kwargs`."""
         target = model if model is not None else self.model
+        decay_names = self.get_decay_parameter_names(target)
         if self.optimizer_cls_and_kwargs is not None:
             cls, kwargs = self.optimizer_cls_and_kwargs
-            return cls(parameter_groups(target, self.args.weight_decay), **kwargs)
-        return create_optimizer(self.args, target)
+            return cls(parameter_groups(target, self.args.weight_decay, decay_names), **kwargs)
+        return create_optimizer(self.args, target, decay_names)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer) -> Any:
         return create_scheduler(self.args, optimizer, num_training_steps)

@@ -256,3 +256,24 @@ def test_best_model_fields_are_resolved_as_transformers_resolves_them(tmp_path):
         output_dir=str(tmp_path), load_best_model_at_end=True, eval_strategy="epoch", save_strategy="epoch"
     )
     assert (best.metric_for_best_model, best.greater_is_better) == ("loss", False)
+
+
+def confident_bert():
+    """A tiny BERT far from uniform predictions, where smoothing changes the loss a lot."""
+    model = tiny_bert()
+    with torch.no_grad():
+        model.classifier.weight.mul_(200.0)
+    return model
+
+
+def test_label_smoothing_smooths_the_evaluation_loss_as_transformers_does(tmp_path):
+    fields = dict(label_smoothing_factor=0.2, per_device_eval_batch_size=5, report_to="none")
+    trainer = Trainer(model=confident_bert(), args=quiet_args(tmp_path, **fields))
+    ours = trainer.evaluate(Tokens(12))
+    assert trainer.predict(Tokens(12)).predictions.shape == (12, 3)  # the logits still come back
+    theirs = transformers.Trainer(
+        model=confident_bert(), args=transformers.TrainingArguments(str(tmp_path / "hf"), **fields)
+    ).evaluate(Tokens(12))
+    assert ours["eval_loss"] == pytest.approx(theirs["eval_loss"], rel=1e-5)
+    unsmoothed = Trainer(model=confident_bert(), args=quiet_args(tmp_path)).evaluate(Tokens(12))
+    assert abs(ours["eval_loss"] - unsmoothed["eval_loss"]) > 1e-3  # smoothing changed the number

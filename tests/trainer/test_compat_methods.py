@@ -193,3 +193,80 @@ def test_min_lr_schedules_follow_transformers_step_by_step(tmp_path, name, funct
         reference.step()
         theirs.step()
     assert min(group["lr"] for group in reference.param_groups) >= 1e-3 - 1e-12  # never below min_lr
+
+
+class ScaleNorm(torch.nn.Module):
+    """A norm transformers does not know by type: decayed or not by the name it is given."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * x / x.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+
+
+class Mixed(torch.nn.Module):
+    """Linear, LayerNorm, Embedding, biases, custom norms (one named like a norm, one not) and a bare 1-d scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 6)
+        self.proj = torch.nn.Linear(6, 6)
+        self.layer_norm = torch.nn.LayerNorm(6)
+        self.ln = torch.nn.LayerNorm(6)  # excluded by type, whatever its name
+        self.blocks = torch.nn.ModuleList([torch.nn.Linear(6, 6, bias=False), ScaleNorm(6)])
+        self.q_norm = ScaleNorm(6)
+        self.norm = ScaleNorm(6)
+        self.head = torch.nn.Linear(6, 1)
+        self.scale = torch.nn.Parameter(torch.ones(6))
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        hidden = self.ln(self.layer_norm(self.proj(self.embed(input_ids))))
+        hidden = self.norm(self.q_norm(self.blocks[1](self.blocks[0](hidden)))) * self.scale
+        logits = self.head(hidden).mean(dim=(1, 2))
+        return (
+            {"logits": logits}
+            if labels is None
+            else {"loss": ((logits - labels) ** 2).mean(), "logits": logits}
+        )
+
+
+def test_weight_decay_applies_to_the_parameters_transformers_decays(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    ours = Trainer(model=Mixed(), args=quiet_args(tmp_path, weight_decay=0.1))
+    theirs = transformers.Trainer(
+        model=Mixed(),
+        args=transformers.TrainingArguments(str(tmp_path / "hf"), weight_decay=0.1, report_to=[]),
+    )
+    names = ours.get_decay_parameter_names(ours.model)
+    assert names == theirs.get_decay_parameter_names(theirs.model)
+    # 1-d tensors are decayed too (the embedding, a custom norm not named as one, a bare scale), as there
+    assert set(names) == {
+        "embed.weight",
+        "proj.weight",
+        "blocks.0.weight",
+        "blocks.1.weight",
+        "head.weight",
+        "scale",
+    }
+    ours.create_optimizer_and_scheduler(num_training_steps=4)
+    their_groups = theirs.create_optimizer().param_groups
+    parameters = dict(ours.model.named_parameters())
+    their_names = {id(p): name for name, p in theirs.model.named_parameters()}
+    for mine, other in zip(ours.optimizer.param_groups, their_groups, strict=True):
+        assert mine["weight_decay"] == other["weight_decay"]
+        assert [id(p) for p in mine["params"]] == [
+            id(parameters[their_names[id(p)]]) for p in other["params"]
+        ]
+
+
+def test_a_subclass_overriding_get_decay_parameter_names_changes_the_optimizer_groups(tmp_path):
+    class NoDecay(Trainer):
+        def get_decay_parameter_names(self, model):
+            return []
+
+    trainer = NoDecay(model=Mixed(), args=quiet_args(tmp_path, weight_decay=0.1))
+    trainer.create_optimizer_and_scheduler(num_training_steps=4)
+    decayed, rest = trainer.optimizer.param_groups
+    assert decayed["params"] == [] and len(rest["params"]) == len(list(trainer.model.parameters()))

@@ -109,3 +109,34 @@ def test_weight_decay_changes_only_the_decayed_group_and_betas_keep_their_other_
 def test_a_schedule_naming_an_unchangeable_value_is_refused_when_built():
     with pytest.raises(ValueError, match="step 4: cannot change dropout mid-run; changeable: learning_rate"):
         HyperparameterSchedule({4: {"dropout": 0.3}})
+
+
+@pytest.mark.parametrize(
+    ("kind", "kwargs", "reference"),
+    [
+        ("polynomial", {"lr_end": 0.1, "power": 2.0}, "get_polynomial_decay_schedule_with_warmup"),
+        ("cosine_with_min_lr", {"min_lr": 0.1}, "get_cosine_with_min_lr_schedule_with_warmup"),
+    ],
+)
+def test_a_changed_learning_rate_keeps_the_schedules_absolute_end_rate(tmp_path, kind, kwargs, reference):
+    """After the change the rates are those of a run started at the new rate (what a resumed PBT member builds from
+    its arguments), so the schedule still ends at lr_end / min_lr, not at new_lr x lr_end / old_lr."""
+    optimization = pytest.importorskip("transformers.optimization")
+    total, new_lr = 10, 2.0
+    fields = dict(lr_scheduler_type=kind, lr_scheduler_kwargs=kwargs, warmup_steps=2, learning_rate=1.0)
+    optimizer = torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=1.0)
+    scheduler = create_scheduler(TrainingArguments(str(tmp_path), **fields), optimizer, total)
+    fresh = torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=new_lr)
+    theirs = getattr(optimization, reference)(fresh, num_warmup_steps=2, num_training_steps=total, **kwargs)
+    ours_rates, their_rates = [], []
+    for step in range(total + 1):
+        if step == AT:
+            apply_hyperparameters(optimizer, scheduler, {"learning_rate": new_lr})
+        if step >= AT:
+            ours_rates.append(optimizer.param_groups[0]["lr"])
+            their_rates.append(fresh.param_groups[0]["lr"])
+        for opt, sched in ((optimizer, scheduler), (fresh, theirs)):
+            opt.step()
+            sched.step()
+    assert ours_rates == pytest.approx(their_rates, rel=1e-9)
+    assert ours_rates[-1] == pytest.approx(0.1)  # the configured end rate, not 0.2
