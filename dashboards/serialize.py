@@ -21,6 +21,9 @@ STUDY_PAGE_USER_ATTRS = ("slot", "host", "devices", "error", "pruned_step")
 # What hpo.storage.pause writes on trials of a study with a pausing scheduler (ASHA): read here by name, since the
 # dashboards import nothing of hpo's storage layer.
 PAUSED_ATTR, BOUNDARIES_ATTR = "hpo:paused", "hpo:boundaries"
+# What hpo.storage.retry writes on a FAIL trial whose parameters it queued again (interrupted, crashed, out of GPU
+# memory beside other trials): its retry is the trial that counts, so the pages show it as REQUEUED, not FAIL.
+REQUEUED_ATTR, REQUEUED = "requeued", "REQUEUED"
 # Plots need no more digits than this; the trial page has the exact values.
 PLOT_DIGITS = 6
 
@@ -62,7 +65,7 @@ def trial_to_json(trial: FrozenTrial, *, full: bool = False) -> dict[str, Any]:
     return {
         **extra,
         "number": trial.number,
-        "state": trial.state.name,
+        "state": shown_state(trial),
         "values": plain(trial.values),
         "params": plain(trial.params),
         "intermediate": intermediate,
@@ -71,6 +74,13 @@ def trial_to_json(trial: FrozenTrial, *, full: bool = False) -> dict[str, Any]:
         "duration": (end - start) if start is not None and end is not None else None,
         "user_attrs": plain(user_attrs),
     }
+
+
+def shown_state(trial: FrozenTrial) -> str:
+    """The trial's Optuna state, except REQUEUED for a failed attempt whose retry was queued."""
+    if trial.state == TrialState.FAIL and trial.user_attrs.get(REQUEUED_ATTR):
+        return REQUEUED
+    return trial.state.name
 
 
 def is_paused(trial: FrozenTrial) -> bool:
@@ -141,8 +151,9 @@ def param_specs(trials: list[FrozenTrial]) -> list[dict[str, Any]]:
 
 
 def state_counts(trials: list[FrozenTrial]) -> dict[str, int]:
-    counts = Counter(trial.state.name for trial in trials)
-    return {state.name: counts.get(state.name, 0) for state in TrialState}
+    """Trials by shown state (every Optuna state and REQUEUED, zeros included)."""
+    counts = Counter(shown_state(trial) for trial in trials)
+    return {state: counts.get(state, 0) for state in [*(s.name for s in TrialState), REQUEUED]}
 
 
 def running_trials(trials: list[FrozenTrial]) -> list[dict[str, Any]]:

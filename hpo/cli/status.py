@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -29,6 +29,7 @@ STATE_STYLES = {
     "RUNNING": "cyan",
     "WAITING": "dim",
     "PAUSED": "magenta",
+    "REQUEUED": "blue",
 }
 
 
@@ -55,7 +56,7 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     for table in _tables(console, title, groups, rows):
         console.print(table)
     for trial in trials:
-        if state_label(trial) == "FAIL":
+        if _shown_state(trial) in ("FAIL", "REQUEUED"):
             console.print(_failure_note(trial.number, trial.user_attrs), markup=False, highlight=False)
     counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
     console.print(f"{counts}; * = best" + (" (Pareto front)" if len(summary.directions) > 1 else ""))
@@ -68,6 +69,14 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
 WRAPPING = ("value", "params", "rungs")
 # Columns that read left to right; numbers line up on the right.
 LEFT = ("state", "value", "params", "rungs")
+
+
+def _shown_state(trial: FrozenTrial) -> str:
+    """REQUEUED for a failed attempt whose retry was queued (interrupted, crashed, out of GPU memory beside others), as
+    the counts below the table and the dashboard say; else the state (PAUSED for a trial waiting at an ASHA rung)."""
+    if trial.state == TrialState.FAIL and trial.user_attrs.get("requeued"):
+        return "REQUEUED"
+    return state_label(trial)
 
 
 def _column_groups(trials: list[FrozenTrial], asha: bool) -> list[tuple[str, ...]]:
@@ -86,7 +95,7 @@ def _column_groups(trials: list[FrozenTrial], asha: bool) -> list[tuple[str, ...
 def _row(trial: FrozenTrial, best: set[int], asha: bool) -> dict[str, str | Text]:
     """One trial's cells, by column name (a table picks the columns it shows)."""
     attrs = trial.user_attrs
-    state = state_label(trial)
+    state = _shown_state(trial)
     duration = attrs.get("duration_s")
     if duration is None and trial.datetime_start and trial.datetime_complete:
         duration = (trial.datetime_complete - trial.datetime_start).total_seconds()

@@ -109,3 +109,23 @@ def test_status_in_a_wide_terminal_keeps_one_table(tmp_path: Path, capsys, monke
     header = next(line for line in out.splitlines() if line.startswith("┃"))
     assert "params" in header and "peak gpu" in header and "checkpoint" in header
     assert sum(line.startswith("┏") for line in out.splitlines()) == 1
+
+
+def test_status_shows_a_requeued_attempt_as_requeued_with_its_reason(tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    path = write_study(tmp_path, study={"n_trials": 3})
+    study = open_study(load_study_spec(path))
+    for number in range(2):
+        study.add_trial(_trial(number))
+    study.add_trial(
+        create_trial(state=TrialState.FAIL, user_attrs={"requeued": True, "error": "CUDA out of memory"})
+    )
+    code, out, err = _cli(["status", str(path)], capsys)
+    assert code == 0, err
+    assert {number: cells[1] for number, cells in _rows(out, "state").items()} == {
+        "0 *": "COMPLETE",
+        "1": "PRUNED",
+        "2": "REQUEUED",
+    }
+    assert "trial 2 failed: CUDA out of memory (queued again: the next `hpo run` resumes it)" in out
+    assert "1 complete, 1 pruned, 1 requeued" in out
