@@ -16,6 +16,7 @@ from optuna.trial import FrozenTrial
 
 import hpo.spec  # its names load on use: the training section imports torch, which `hpo run` defers (hpo.cli.ahead)
 from hpo.errors import ConfigError, Interrupted
+from hpo.scheduling.devices import DeviceId, visible_devices
 
 if TYPE_CHECKING:
     from hpo.spec import StudySpec
@@ -178,15 +179,18 @@ def trial_stops_say_how_to_continue() -> Iterator[None]:
         raise Interrupted(f"{stop}; continue with: {repeat_command()}") from None
 
 
-def parse_gpus(gpus: str | None) -> list[int] | None:
+def parse_gpus(gpus: str | None) -> list[DeviceId] | None:
+    """GPU numbers, or the GPU/MIG UUIDs that CUDA_VISIBLE_DEVICES lists."""
     if gpus is None:
         return None
-    try:
-        return [int(g) for g in gpus.split(",") if g.strip()]
-    except ValueError:
+    chosen = visible_devices(gpus)
+    if len(chosen) != len([g for g in gpus.split(",") if g.strip()]):
         raise click.BadParameter(
-            f"{gpus!r}: give GPU numbers separated by commas, e.g. 0,1,3", param_hint="--gpus"
-        ) from None
+            f"{gpus!r}: give GPU numbers separated by commas, e.g. 0,1,3 (or the GPU-/MIG- UUIDs that "
+            "CUDA_VISIBLE_DEVICES lists)",
+            param_hint="--gpus",
+        )
+    return chosen
 
 
 def load_study(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> StudySpec:
