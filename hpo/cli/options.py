@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial
 import hpo.spec  # its names load on use: the training section imports torch, which `hpo run` defers (hpo.cli.ahead)
 from hpo.errors import ConfigError, Interrupted
 from hpo.scheduling.devices import DeviceId, visible_devices
+from hpo.storage.lineage import current_params
 
 if TYPE_CHECKING:
     from hpo.spec import StudySpec
@@ -221,7 +222,7 @@ def trial_line(trial: FrozenTrial) -> str:
     if attrs.get("interrupted"):  # a stop the user asked for, not a failure: the next run resumes it
         step = attrs.get("interrupted_step")
         where = f"at step {step}" if step is not None and step >= 0 else "before training"
-        return f"trial {trial.number:>3} {'STOPPED':<8} {where}  {format_params(trial.params)}"
+        return f"trial {trial.number:>3} {'STOPPED':<8} {where}  {format_params(current_params(trial))}"
     requeued = trial.state.name == "FAIL" and attrs.get("requeued")
     line = f"trial {trial.number:>3} {'REQUEUED' if requeued else trial.state.name:<8}"
     if trial.state.name == "PRUNED":
@@ -230,7 +231,7 @@ def trial_line(trial: FrozenTrial) -> str:
         line += f" {format_values(list(trial.values))}"
     if attrs.get("duration_s") is not None:
         line += f"  {attrs['duration_s']:.1f} s"
-    line += f"  {format_params(trial.params)}"
+    line += f"  {format_params(current_params(trial))}"
     if attrs.get("error"):
         line += f"\n    error: {attrs['error']}"
     return line

@@ -19,6 +19,8 @@ from hpo.cli.options import format_params, format_values, load_study, study_argu
 from hpo.scheduling.rung_view import promotion_overhead, rung_rows, state_label, trial_path
 from hpo.scheduling.view import print_live_slots
 from hpo.spec import StudySpec
+from hpo.storage.lineage import current_params, segments
+from hpo.storage.pause import pause_info
 from hpo.storage.study_db import load_existing_study
 from hpo.study.summary import summarize
 
@@ -49,9 +51,10 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     best = {t.number for t in summary.best_trials}
     title = f"{summary.study_name} ({', '.join(f'{m} {d}' for m, d in zip(summary.metrics, summary.directions, strict=True))})"
     trials = study.get_trials(deepcopy=False)
-    asha = spec.study.scheduler is not None and spec.study.scheduler.type == "asha"
-    groups = _column_groups(trials, asha)
-    rows = [_row(trial, best, asha) for trial in trials]
+    scheduler = spec.study.scheduler.type if spec.study.scheduler is not None else None
+    asha = scheduler == "asha"
+    groups = _column_groups(trials, scheduler)
+    rows = [_row(trial, best, scheduler) for trial in trials]
     console = Console()
     for table in _tables(console, title, groups, rows):
         console.print(table)
@@ -66,9 +69,9 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
 
 
 # Columns that may wrap (between words); every other column keeps its cells whole on one line.
-WRAPPING = ("value", "params", "rungs")
+WRAPPING = ("value", "params", "rungs", "copied from")
 # Columns that read left to right; numbers line up on the right.
-LEFT = ("state", "value", "params", "rungs")
+LEFT = ("state", "value", "params", "rungs", "copied from")
 
 
 def _shown_state(trial: FrozenTrial) -> str:
@@ -79,11 +82,15 @@ def _shown_state(trial: FrozenTrial) -> str:
     return state_label(trial)
 
 
-def _column_groups(trials: list[FrozenTrial], asha: bool) -> list[tuple[str, ...]]:
+def _column_groups(trials: list[FrozenTrial], scheduler: str | None) -> list[tuple[str, ...]]:
     """The table's columns in groups, most important first: the first group always stays in the main table; the
-    others (ASHA's path, memory, footprint) appear only when some trial has them."""
-    groups = [("#", "state", "value", "params", "time (s)", "pruned at")]
-    if asha:
+    others (ASHA's path, memory, footprint) appear only when some trial has them. A PBT member is never pruned: its
+    step and copies take that place."""
+    if scheduler == "pbt":
+        groups = [("#", "state", "value", "params", "time (s)", "step", "copied from")]
+    else:
+        groups = [("#", "state", "value", "params", "time (s)", "pruned at")]
+    if scheduler == "asha":
         groups.append(("rungs",))
     if any("peak_rss" in t.user_attrs or "peak_gpu_memory" in t.user_attrs for t in trials):
         groups.append(("peak gpu", "peak rss"))
@@ -92,8 +99,9 @@ def _column_groups(trials: list[FrozenTrial], asha: bool) -> list[tuple[str, ...
     return groups
 
 
-def _row(trial: FrozenTrial, best: set[int], asha: bool) -> dict[str, str | Text]:
-    """One trial's cells, by column name (a table picks the columns it shows)."""
+def _row(trial: FrozenTrial, best: set[int], scheduler: str | None) -> dict[str, str | Text]:
+    """One trial's cells, by column name (a table picks the columns it shows). Params are the values the trial
+    trains with now: a PBT member's latest (hpo.storage.lineage), as `hpo run` and `hpo best` show them."""
     attrs = trial.user_attrs
     state = _shown_state(trial)
     duration = attrs.get("duration_s")
@@ -103,15 +111,30 @@ def _row(trial: FrozenTrial, best: set[int], asha: bool) -> dict[str, str | Text
         "#": f"{trial.number}{' *' if trial.number in best else ''}",
         "state": Text(state, style=STATE_STYLES.get(state, "")),
         "value": format_values(list(trial.values) if trial.values is not None else None),
-        "params": format_params(trial.params),
+        "params": format_params(current_params(trial)),
         "time (s)": "-" if duration is None else f"{duration:.1f}",
         "pruned at": "-" if attrs.get("pruned_step") is None else str(attrs["pruned_step"]),
-        "rungs": trial_path(trial) if asha else "",
+        "rungs": trial_path(trial) if scheduler == "asha" else "",
+        "step": _member_step(trial),
+        "copied from": ", ".join(
+            f"{s.source} at step {s.step}" for s in segments(trial) if s.source is not None
+        )
+        or "-",
         "peak gpu": _size(attrs.get("peak_gpu_memory")),
         "peak rss": _size(attrs.get("peak_rss")),
         "trained params": _count(attrs.get("trainable_params")),
         "checkpoint": _size(attrs.get("checkpoint_bytes")),
     }
+
+
+def _member_step(trial: FrozenTrial) -> str:
+    """Where a PBT member is: the step it ended at, waits paused at, or last reported (while it trains)."""
+    if trial.user_attrs.get("global_step") is not None and trial.state.is_finished():
+        return str(trial.user_attrs["global_step"])
+    paused = pause_info(trial)
+    if paused:
+        return str(paused["step"])
+    return str(max(trial.intermediate_values, default=0))
 
 
 def _tables(

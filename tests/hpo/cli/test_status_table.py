@@ -11,8 +11,11 @@ from optuna.trial import TrialState, create_trial
 from study_task import write_study
 
 from hpo.cli import main
+from hpo.cli.options import trial_line
 from hpo.spec import load_study_spec
+from hpo.storage.lineage import latest_by_member, segments
 from hpo.storage.study_db import open_study
+from hpo.study import run_study
 
 STATES = [TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL]
 
@@ -59,6 +62,10 @@ def _trial(number: int) -> optuna.trial.FrozenTrial:
             **({"pruned_step": 4} if state == TrialState.PRUNED else {}),
         },
     )
+
+
+def study_trials(path: Path) -> list[optuna.trial.FrozenTrial]:
+    return open_study(load_study_spec(path)).get_trials(deepcopy=False)
 
 
 def _rows(out: str, first_header: str) -> dict[str, list[str]]:
@@ -129,3 +136,54 @@ def test_status_shows_a_requeued_attempt_as_requeued_with_its_reason(tmp_path: P
     }
     assert "trial 2 failed: CUDA out of memory (queued again: the next `hpo run` resumes it)" in out
     assert "1 complete, 1 pruned, 1 requeued" in out
+
+
+PBT = {
+    "type": "pbt",
+    "population": 4,
+    "perturbation_interval": 4,
+    "max_resource": 12,
+    "quantile_fraction": 0.25,
+    "resample_probability": 0.0,
+    "mutations": {"learning_rate": {"factors": [0.5, 2.0]}},
+}
+
+
+def test_status_of_a_pbt_study_shows_each_members_step_copies_current_values_and_whole_time(
+    tmp_path: Path, capsys, monkeypatch
+):
+    monkeypatch.setenv("COLUMNS", "200")
+    path = write_study(
+        tmp_path,
+        study={"scheduler": PBT, "sampler": {"type": "random", "seed": 0}},
+        training={"max_steps": None, "lr_scheduler_type": "linear"},
+        search_space={"learning_rate": {"type": "float", "low": 1.0e-4, "high": 0.5, "log": True}},
+        resources={"heartbeat_interval": 1, "grace_period": 3},
+    )
+    run_study(path, workers=2, dry_run=False)  # the real scheduler: 4 members pausing at steps 4 and 8
+    capsys.readouterr()
+    code, out, err = _cli(["status", str(path)], capsys)
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    columns = [cell.strip() for cell in header.split("┃")[1:-1]]
+    rows = {
+        number.rstrip(" *"): dict(zip(columns, cells, strict=True))
+        for number, cells in _rows(out, "state").items()
+    }
+    found = study_trials(path)
+    latest = latest_by_member(found)
+    copied = 0
+    for trial in found:
+        row = rows[str(trial.number)]
+        own = segments(latest[trial.number])
+        assert row["step"] == "12"  # where the member is: the end of training
+        # The values it trains with now (after its copies and explorations), not the ones it was sampled with.
+        assert row["params"] == f"learning_rate={own[-1].params['learning_rate']:.6g}"
+        assert row["params"] in trial_line(trial)  # the line `hpo run` printed for it says the same
+        copies = [f"{s.source} at step {s.step}" for s in own if s.source is not None]
+        assert row["copied from"] == (", ".join(copies) or "-")
+        copied += len(copies)
+        # All three pieces of its training (to step 4, 8 and 12), not only the last: more than one process's run.
+        last_piece = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        assert float(row["time (s)"]) > last_piece
+    assert copied == 2  # the bottom member at each of the two intervals
