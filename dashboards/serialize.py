@@ -15,6 +15,8 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.storage.lineage import current_params
+
 # The user attributes the study page uses (table columns, timeline lanes); the trial page fetches all of them. Keeping
 # the others (final_metrics, tracebacks, paths) out makes a 10,000-trial study's answer several MB lighter.
 STUDY_PAGE_USER_ATTRS = ("slot", "host", "devices", "error", "pruned_step")
@@ -59,6 +61,7 @@ def trial_to_json(trial: FrozenTrial, *, full: bool = False) -> dict[str, Any]:
     else:
         user_attrs = {k: v for k, v in trial.user_attrs.items() if k in STUDY_PAGE_USER_ATTRS}
         intermediate = [[step, rounded(value)] for step, value in sorted(trial.intermediate_values.items())]
+    # A PBT member's params are the values it trains with now (its lineage), as `hpo status` shows them.
     start, end = timestamp(trial.datetime_start), timestamp(trial.datetime_complete)
     rungs = rung_path(trial)
     extra = {"rungs": rungs, "paused": is_paused(trial)} if rungs else {}
@@ -67,13 +70,22 @@ def trial_to_json(trial: FrozenTrial, *, full: bool = False) -> dict[str, Any]:
         "number": trial.number,
         "state": shown_state(trial),
         "values": plain(trial.values),
-        "params": plain(trial.params),
+        "params": plain(current_params(trial)),
         "intermediate": intermediate,
         "start": start,
         "end": end,
-        "duration": (end - start) if start is not None and end is not None else None,
+        "duration": duration(trial, start, end),
         "user_attrs": plain(user_attrs),
     }
+
+
+def duration(trial: FrozenTrial, start: float | None, end: float | None) -> float | None:
+    """The trial's training time as it recorded it (every piece of a paused and resumed trial: ASHA, PBT); else the
+    span of its start and end in the database, which a resume moves to the last piece."""
+    recorded = trial.user_attrs.get("duration_s")
+    if isinstance(recorded, (int, float)) and trial.state.is_finished():
+        return plain(float(recorded))
+    return (end - start) if start is not None and end is not None else None
 
 
 def shown_state(trial: FrozenTrial) -> str:
