@@ -15,12 +15,17 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.storage.lineage import current_params
+
 # The user attributes the study page uses (table columns, timeline lanes); the trial page fetches all of them. Keeping
 # the others (final_metrics, tracebacks, paths) out makes a 10,000-trial study's answer several MB lighter.
 STUDY_PAGE_USER_ATTRS = ("slot", "host", "devices", "error", "pruned_step")
 # What hpo.storage.pause writes on trials of a study with a pausing scheduler (ASHA): read here by name, since the
 # dashboards import nothing of hpo's storage layer.
 PAUSED_ATTR, BOUNDARIES_ATTR = "hpo:paused", "hpo:boundaries"
+# What hpo.storage.retry writes on a FAIL trial whose parameters it queued again (interrupted, crashed, out of GPU
+# memory beside other trials): its retry is the trial that counts, so the pages show it as REQUEUED, not FAIL.
+REQUEUED_ATTR, REQUEUED = "requeued", "REQUEUED"
 # Plots need no more digits than this; the trial page has the exact values.
 PLOT_DIGITS = 6
 
@@ -56,21 +61,38 @@ def trial_to_json(trial: FrozenTrial, *, full: bool = False) -> dict[str, Any]:
     else:
         user_attrs = {k: v for k, v in trial.user_attrs.items() if k in STUDY_PAGE_USER_ATTRS}
         intermediate = [[step, rounded(value)] for step, value in sorted(trial.intermediate_values.items())]
+    # A PBT member's params are the values it trains with now (its lineage), as `hpo status` shows them.
     start, end = timestamp(trial.datetime_start), timestamp(trial.datetime_complete)
     rungs = rung_path(trial)
     extra = {"rungs": rungs, "paused": is_paused(trial)} if rungs else {}
     return {
         **extra,
         "number": trial.number,
-        "state": trial.state.name,
+        "state": shown_state(trial),
         "values": plain(trial.values),
-        "params": plain(trial.params),
+        "params": plain(current_params(trial)),
         "intermediate": intermediate,
         "start": start,
         "end": end,
-        "duration": (end - start) if start is not None and end is not None else None,
+        "duration": duration(trial, start, end),
         "user_attrs": plain(user_attrs),
     }
+
+
+def duration(trial: FrozenTrial, start: float | None, end: float | None) -> float | None:
+    """The trial's training time as it recorded it (every piece of a paused and resumed trial: ASHA, PBT); else the
+    span of its start and end in the database, which a resume moves to the last piece."""
+    recorded = trial.user_attrs.get("duration_s")
+    if isinstance(recorded, (int, float)) and trial.state.is_finished():
+        return plain(float(recorded))
+    return (end - start) if start is not None and end is not None else None
+
+
+def shown_state(trial: FrozenTrial) -> str:
+    """The trial's Optuna state, except REQUEUED for a failed attempt whose retry was queued."""
+    if trial.state == TrialState.FAIL and trial.user_attrs.get(REQUEUED_ATTR):
+        return REQUEUED
+    return trial.state.name
 
 
 def is_paused(trial: FrozenTrial) -> bool:
@@ -141,8 +163,9 @@ def param_specs(trials: list[FrozenTrial]) -> list[dict[str, Any]]:
 
 
 def state_counts(trials: list[FrozenTrial]) -> dict[str, int]:
-    counts = Counter(trial.state.name for trial in trials)
-    return {state.name: counts.get(state.name, 0) for state in TrialState}
+    """Trials by shown state (every Optuna state and REQUEUED, zeros included)."""
+    counts = Counter(shown_state(trial) for trial in trials)
+    return {state: counts.get(state, 0) for state in [*(s.name for s in TrialState), REQUEUED]}
 
 
 def running_trials(trials: list[FrozenTrial]) -> list[dict[str, Any]]:

@@ -5,9 +5,11 @@
 const HPO = (window.HPO = window.HPO || {});
 
 HPO.STATE_COLORS = {
-  COMPLETE: "#1f77b4", PRUNED: "#ff7f0e", FAIL: "#d62728", RUNNING: "#2ca02c", WAITING: "#7f7f7f",
+  COMPLETE: "#1f77b4", PRUNED: "#ff7f0e", FAIL: "#d62728", RUNNING: "#2ca02c", WAITING: "#7f7f7f", REQUEUED: "#9467bd",
 };
-HPO.STATES = ["COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING"];
+// REQUEUED: a failed attempt (interrupted, crashed, out of GPU memory beside others) whose retry was queued; the server
+// reports it apart from FAIL (dashboards/serialize.py).
+HPO.STATES = ["COMPLETE", "PRUNED", "FAIL", "REQUEUED", "RUNNING", "WAITING"];
 
 // The static report embeds every API answer it needs; the live pages fetch them.
 HPO.report = window.HPO_REPORT || null;

@@ -15,13 +15,14 @@ import yaml
 from pydantic import ValidationError
 
 from hpo.errors import ConfigError
+from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.spawn import StartedAhead, start_workers_ahead
 from hpo.spec.overrides import apply_overrides, load_yaml_file
 from hpo.spec.sections import ResourcesSpec
 
 
 def start_ahead(
-    study_file: Path, overrides: Sequence[str], workers: int | None, gpus: Sequence[int] | None
+    study_file: Path, overrides: Sequence[str], workers: int | None, gpus: Sequence[DeviceId] | None
 ) -> StartedAhead | None:
     """The workers for the slots the file asks for, started now; None when the file cannot be read this way (the
     full check then says why)."""

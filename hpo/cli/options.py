@@ -16,6 +16,8 @@ from optuna.trial import FrozenTrial
 
 import hpo.spec  # its names load on use: the training section imports torch, which `hpo run` defers (hpo.cli.ahead)
 from hpo.errors import ConfigError, Interrupted
+from hpo.scheduling.devices import DeviceId, visible_devices
+from hpo.storage.lineage import current_params
 
 if TYPE_CHECKING:
     from hpo.spec import StudySpec
@@ -178,15 +180,18 @@ def trial_stops_say_how_to_continue() -> Iterator[None]:
         raise Interrupted(f"{stop}; continue with: {repeat_command()}") from None
 
 
-def parse_gpus(gpus: str | None) -> list[int] | None:
+def parse_gpus(gpus: str | None) -> list[DeviceId] | None:
+    """GPU numbers, or the GPU/MIG UUIDs that CUDA_VISIBLE_DEVICES lists."""
     if gpus is None:
         return None
-    try:
-        return [int(g) for g in gpus.split(",") if g.strip()]
-    except ValueError:
+    chosen = visible_devices(gpus)
+    if len(chosen) != len([g for g in gpus.split(",") if g.strip()]):
         raise click.BadParameter(
-            f"{gpus!r}: give GPU numbers separated by commas, e.g. 0,1,3", param_hint="--gpus"
-        ) from None
+            f"{gpus!r}: give GPU numbers separated by commas, e.g. 0,1,3 (or the GPU-/MIG- UUIDs that "
+            "CUDA_VISIBLE_DEVICES lists)",
+            param_hint="--gpus",
+        )
+    return chosen
 
 
 def load_study(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> StudySpec:
@@ -217,7 +222,7 @@ def trial_line(trial: FrozenTrial) -> str:
     if attrs.get("interrupted"):  # a stop the user asked for, not a failure: the next run resumes it
         step = attrs.get("interrupted_step")
         where = f"at step {step}" if step is not None and step >= 0 else "before training"
-        return f"trial {trial.number:>3} {'STOPPED':<8} {where}  {format_params(trial.params)}"
+        return f"trial {trial.number:>3} {'STOPPED':<8} {where}  {format_params(current_params(trial))}"
     requeued = trial.state.name == "FAIL" and attrs.get("requeued")
     line = f"trial {trial.number:>3} {'REQUEUED' if requeued else trial.state.name:<8}"
     if trial.state.name == "PRUNED":
@@ -226,7 +231,7 @@ def trial_line(trial: FrozenTrial) -> str:
         line += f" {format_values(list(trial.values))}"
     if attrs.get("duration_s") is not None:
         line += f"  {attrs['duration_s']:.1f} s"
-    line += f"  {format_params(trial.params)}"
+    line += f"  {format_params(current_params(trial))}"
     if attrs.get("error"):
         line += f"\n    error: {attrs['error']}"
     return line

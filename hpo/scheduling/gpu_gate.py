@@ -40,6 +40,7 @@ import optuna
 from optuna.trial import TrialState
 
 from hpo.errors import ConfigError
+from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.gpu_memory import GpuMemory, GpuMemoryReader
 from hpo.scheduling.packing import (
     MeasuredTrial,
@@ -67,7 +68,7 @@ class NvmlMemory:
         self.reader: GpuMemoryReader | None = None
         self.opened = False
 
-    def __call__(self, index: int) -> GpuMemory | None:
+    def __call__(self, index: DeviceId) -> GpuMemory | None:
         if not self.opened:
             self.reader, self.opened = GpuMemoryReader.open(), True
         if self.reader is None:
@@ -91,8 +92,9 @@ def default_reader() -> MemoryReader:
     return reader
 
 
-def gate_dir(output_dir: str | Path, gpu: int) -> Path:
-    return Path(output_dir) / ".hpo" / "gpus" / f"{socket.gethostname()}-gpu{gpu}"
+def gate_dir(output_dir: str | Path, gpu: DeviceId) -> Path:
+    # An old-style MIG UUID ("MIG-GPU-<uuid>/1/0") holds slashes: one folder all the same.
+    return Path(output_dir) / ".hpo" / "gpus" / f"{socket.gethostname()}-gpu{str(gpu).replace('/', '_')}"
 
 
 class GpuGate:
@@ -101,7 +103,7 @@ class GpuGate:
     def __init__(
         self,
         directory: Path,
-        gpu: int,
+        gpu: DeviceId,
         slot: int,
         cap: int | str,
         read_memory: MemoryReader,

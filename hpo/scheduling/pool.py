@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.live import Live
 
 from hpo.errors import HpoError, Interrupted
+from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.gpu_gate import MemoryReader
 from hpo.scheduling.slots import Slot, describe_slots, make_slots
 from hpo.scheduling.spawn import StartedAhead, spawn_worker, worker_log_dir
@@ -48,7 +49,7 @@ def run_trials(
     n_trials: int | None,
     timeout: float | None,
     workers: int | None = None,
-    gpus: Sequence[int] | None = None,
+    gpus: Sequence[DeviceId] | None = None,
     ranks_per_trial: int | None = None,
     report: TrialReporter | None = None,
     console: Console | None = None,

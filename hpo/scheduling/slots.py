@@ -26,21 +26,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpo.errors import ConfigError
+from hpo.scheduling.devices import DeviceId, visible_devices
 from hpo.spec.sections import ResourcesSpec
 
 
 @dataclass(frozen=True)
 class Slot:
     index: int
-    devices: tuple[int, ...]  # GPU ids; empty on CPU
+    devices: tuple[DeviceId, ...]  # GPU ids; empty on CPU
     ranks: int  # processes per trial (a distributed trial when > 1)
     threads: int  # torch threads per rank
     # resources.trials_per_gpu on a GPU slot (a number or "auto"); 1: the GPU is this slot's alone.
     packing: int | str = 1
+    # Which of the slots packed on the same GPU this is (1, 2, ...); 0: the only slot on its GPUs.
+    share: int = 0
 
     @property
     def label(self) -> str:
-        return f"gpu {','.join(map(str, self.devices))}" if self.devices else f"cpu {self.index}"
+        """How the slot is named wherever it shows (run's start line, live table, trials' `slot`, dashboard lanes):
+        "cpu 1", "gpu 0,1", and "gpu 0 #2" for the second of the slots sharing GPU 0, so no two slots read alike."""
+        if not self.devices:
+            return f"cpu {self.index}"
+        return f"gpu {','.join(map(str, self.devices))}" + (f" #{self.share}" if self.share else "")
 
     def environment(self) -> dict[str, str]:
         """Variables the worker process starts with, so that torch sees only this slot's devices and threads."""
@@ -56,13 +63,11 @@ class Slot:
         return env
 
 
-def discover_gpus() -> list[int]:
+def discover_gpus() -> list[DeviceId]:
     """GPU ids this process may use: CUDA_VISIBLE_DEVICES when set, else what nvidia-smi lists."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        return [
-            int(part) for part in visible.split(",") if part.strip().lstrip("-").isdigit() and int(part) >= 0
-        ]
+        return visible_devices(visible)
     if shutil.which("nvidia-smi"):
         try:
             listing = subprocess.run(
@@ -92,11 +97,11 @@ def _torch_device_count() -> int:
 def make_slots(
     resources: ResourcesSpec,
     *,
-    gpus: Sequence[int] | None = None,
+    gpus: Sequence[DeviceId] | None = None,
     workers: int | None = None,
     ranks_per_trial: int | None = None,
     cpu_count: int | None = None,
-    available_gpus: Sequence[int] | None = None,
+    available_gpus: Sequence[DeviceId] | None = None,
 ) -> list[Slot]:
     """The slots for this machine. `gpus` (--gpus) wins, then `workers` (--workers: CPU), then the GPUs found."""
     cpus = cpu_count or len(os.sched_getaffinity(0))
@@ -110,8 +115,8 @@ def make_slots(
     return cpu_slots(resources, workers, ranks_per_trial, cpus)
 
 
-def _checked_gpus(gpus: Sequence[int], found: Sequence[int]) -> list[int]:
-    chosen = list(dict.fromkeys(int(g) for g in gpus))
+def _checked_gpus(gpus: Sequence[DeviceId], found: Sequence[DeviceId]) -> list[DeviceId]:
+    chosen = list(dict.fromkeys(gpus))
     if not chosen:
         raise ConfigError("--gpus: name at least one GPU, e.g. --gpus 0,1")
     missing = [g for g in chosen if g not in found]
@@ -121,7 +126,7 @@ def _checked_gpus(gpus: Sequence[int], found: Sequence[int]) -> list[int]:
     return chosen
 
 
-def gpu_slots(resources: ResourcesSpec, gpu_ids: Sequence[int], cpus: int) -> list[Slot]:
+def gpu_slots(resources: ResourcesSpec, gpu_ids: Sequence[DeviceId], cpus: int) -> list[Slot]:
     per_trial = resources.gpus_per_trial
     per_gpu = resources.trials_per_gpu
     if per_trial > len(gpu_ids):
@@ -140,7 +145,18 @@ def gpu_slots(resources: ResourcesSpec, gpu_ids: Sequence[int], cpus: int) -> li
         )
     threads = resources.threads_per_trial or default_threads(cpus, len(groups), per_trial)
     packing = per_gpu if per_trial == 1 else 1
-    return [Slot(i, group, per_trial, int(threads), packing) for i, group in enumerate(groups)]
+    shares = _shares(groups)
+    return [Slot(i, group, per_trial, int(threads), packing, shares[i]) for i, group in enumerate(groups)]
+
+
+def _shares(groups: Sequence[tuple[DeviceId, ...]]) -> list[int]:
+    """For each slot, its number among the slots on the same GPUs (1, 2, ...), or 0 where it has them alone."""
+    seen: dict[tuple[DeviceId, ...], int] = {}
+    numbers = []
+    for group in groups:
+        seen[group] = seen.get(group, 0) + 1
+        numbers.append(seen[group])
+    return [number if groups.count(group) > 1 else 0 for group, number in zip(groups, numbers, strict=True)]
 
 
 def _slots_per_gpu(resources: ResourcesSpec, gpus: int, cpus: int) -> int:
@@ -183,7 +199,7 @@ def describe_slots(slots: Sequence[Slot], cpus: int | None = None) -> str:
     threads = f"{first.threads} thread{'s' if first.threads > 1 else ''}"
     ranks = f" x {first.ranks} ranks" if first.ranks > 1 else ""
     if first.devices:
-        gpus = " ".join(s.label for s in slots)
+        gpus = ", ".join(s.label for s in slots)
         return f"{len(slots)} trial(s) at a time ({gpus}; {threads}{ranks}); choose GPUs with --gpus 0,1"
     cores = cpus or len(os.sched_getaffinity(0))
     return (

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.slots import Slot, make_slots
 from hpo.spec.sections import ResourcesSpec
 
@@ -76,7 +77,7 @@ def start_workers_ahead(
     output_dir: str | Path,
     *,
     workers: int | None = None,
-    gpus: Sequence[int] | None = None,
+    gpus: Sequence[DeviceId] | None = None,
 ) -> StartedAhead:
     """Start this machine's workers now, for the slots the pool will make from the same resources and options."""
     log_dir = worker_log_dir(output_dir)

@@ -25,6 +25,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import ConfigError, HpoError
+from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.pool import run_trials
 from hpo.scheduling.spawn import StartedAhead, start_workers_ahead
 from hpo.spec import StudySpec, load_study_spec
@@ -65,7 +66,7 @@ def execute(
     n_trials: int | None,
     timeout: float | None,
     workers: int | None = None,
-    gpus: Sequence[int] | None = None,
+    gpus: Sequence[DeviceId] | None = None,
     report: TrialReporter | None = None,
     in_process: bool = False,
     ahead: StartedAhead | None = None,
@@ -109,7 +110,7 @@ def run_loaded_study(
     timeout: float | None = None,
     storage: str | None = None,
     workers: int | None = None,
-    gpus: Sequence[int] | None = None,
+    gpus: Sequence[DeviceId] | None = None,
     report: TrialReporter | None = None,
     dry_run: bool = True,
     in_process: bool = False,
@@ -151,7 +152,7 @@ def join_study(
     timeout: float | None = None,
     storage: str | None = None,
     workers: int | None = None,
-    gpus: Sequence[int] | None = None,
+    gpus: Sequence[DeviceId] | None = None,
     report: TrialReporter | None = None,
 ) -> optuna.Study:
     """`hpo worker`: run this machine's slots on a study that other machines may be running too."""
@@ -187,7 +188,7 @@ def run_study(
     storage: str | None = None,
     set: Sequence[str] = (),  # noqa: A002 - mirrors `--set`
     workers: int | None = None,
-    gpus: Sequence[int] | None = None,
+    gpus: Sequence[DeviceId] | None = None,
     report: TrialReporter | None = None,
     dry_run: bool = True,
     in_process: bool = False,

@@ -83,6 +83,9 @@ def run_trial(
     trial's run_dir, threads and resume point before this process started (a scheduler's worker, while it forks), so
     training starts without a database write; this process's identity comes with the outcome."""
     started = time.time()
+    # A trial resumed after a pause (an ASHA promotion, a PBT interval) adds this run to its earlier ones: its duration
+    # is all the training it did, not its last piece (the attribute comes with the trial from the database).
+    earlier = float(trial.user_attrs.get("duration_s") or 0.0) if resume_from else 0.0
     run_dir = trial_dir(spec, trial.number)
     attrs: dict[str, Any] = {
         "run_dir": str(run_dir),
@@ -98,7 +101,11 @@ def run_trial(
         outcome = _train_and_score(spec, trial, run_dir, resume_from, list(extra_callbacks), tracking, params)
     except Exception as error:  # noqa: BLE001 - a failing trial must not stop the study
         outcome = _failure(error, gpu_shared)
-    outcome.user_attrs = {**attrs, **outcome.user_attrs, "duration_s": round(time.time() - started, 3)}
+    outcome.user_attrs = {
+        **attrs,
+        **outcome.user_attrs,
+        "duration_s": round(earlier + time.time() - started, 3),
+    }
     outcome.user_attrs["error"] = outcome.error
     outcome.user_attrs["pruned_step"] = outcome.pruned_step
     shared_oom = bool(outcome.user_attrs.get("oom_shared_with"))

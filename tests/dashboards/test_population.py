@@ -7,6 +7,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from dashboard_fixtures import answer
 
 from dashboards.api import DashboardApi
 from dashboards.optuna_source import OptunaSource
@@ -35,6 +36,7 @@ def pbt_study(folder: Path) -> optuna.Study:
             record_segment(storage_of(study), trial_id(trial), Segment(10, {"learning_rate": 0.12}, source=0))
         for step, score in zip((10, 20), scores[number], strict=True):
             trial.report(score, step)
+        trial.set_user_attr("duration_s", 3.5)  # as hpo.trial.run records it: every piece of its training
         study.tell(trial, scores[number][-1])
     return study
 
@@ -88,3 +90,12 @@ def test_the_study_page_draws_the_population_and_the_winning_schedule(tmp_path):
     assert jumps == ["member 1 copied member 0 at step 10"]
     assert len(rows) == 2 and "learning_rate = 0.12" in rows[1] and "copied member 0" in rows[1]
     assert errors == []
+
+
+def test_the_trial_table_shows_each_members_current_values_and_whole_training_time(tmp_path):
+    pbt_study(tmp_path)
+    api = DashboardApi(OptunaSource(f"sqlite:///{tmp_path / 'study.db'}"), StoreReader(None))
+    rows = {row["number"]: row for row in answer(api, "/api/study", {"name": "pbt"})["trials"]}
+    assert rows[1]["params"] == {"learning_rate": 0.12}  # copied member 0 at step 10, explored: not 0.001
+    assert rows[0]["params"] == {"learning_rate": 0.1}
+    assert rows[1]["duration"] == 3.5  # its training time, not the span of its last piece (here a few ms)

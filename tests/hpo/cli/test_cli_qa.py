@@ -20,6 +20,7 @@ from scheduler_support import trials
 from study_task import write_study
 
 from hpo.cli import COMMANDS, main
+from hpo.cli.options import parse_gpus
 from hpo.spec import load_study_spec
 from hpo.storage.study_db import open_study
 
@@ -201,6 +202,11 @@ def test_bad_gpus_is_refused_before_the_study_loads(tmp_path, capsys):
         assert code == 2
         assert "'a,b': give GPU numbers separated by commas, e.g. 0,1,3" in err
         assert "study test" not in out and "joined" not in out
+
+
+def test_gpus_may_name_the_uuids_cuda_visible_devices_lists():
+    uuid = "GPU-8f2a1c3e-5b7d-4e9f-a1b2-c3d4e5f60718"
+    assert parse_gpus(f"0, {uuid},MIG-4b1e2f3a") == [0, uuid, "MIG-4b1e2f3a"]
 
 
 @pytest.mark.slow  # two subprocesses and a trial: ~18 s, like the scheduler's other interrupt tests

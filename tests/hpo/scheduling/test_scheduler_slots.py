@@ -94,3 +94,31 @@ def test_discovery_honours_cuda_visible_devices(monkeypatch):
     assert discover_gpus() == [2, 5]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert discover_gpus() == []
+
+
+GPU_UUID = "GPU-8f2a1c3e-5b7d-4e9f-a1b2-c3d4e5f60718"
+MIG_UUID = "MIG-4b1e2f3a-6c7d-5e8f-9a0b-1c2d3e4f5a6b"
+
+
+def test_discovery_keeps_gpu_and_mig_uuids_of_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{GPU_UUID},{MIG_UUID}")
+    assert discover_gpus() == [GPU_UUID, MIG_UUID]
+    slots = make_slots(resources(), cpu_count=4)  # from what discovery found
+    assert [s.environment()["CUDA_VISIBLE_DEVICES"] for s in slots] == [GPU_UUID, MIG_UUID]
+    assert [s.label for s in slots] == [f"gpu {GPU_UUID}", f"gpu {MIG_UUID}"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1, 3")
+    assert discover_gpus() == [1, 3]
+
+
+def test_gpus_flag_may_name_a_uuid_that_cuda_visible_devices_lists():
+    slots = make_slots(resources(), gpus=[MIG_UUID], available_gpus=[GPU_UUID, MIG_UUID], cpu_count=4)
+    assert [s.devices for s in slots] == [(MIG_UUID,)]
+
+
+def test_slots_packed_on_one_gpu_have_distinct_labels():
+    slots = make_slots(resources(trials_per_gpu=2), gpus=[0, 1], available_gpus=[0, 1], cpu_count=8)
+    assert [s.label for s in slots] == ["gpu 0 #1", "gpu 0 #2", "gpu 1 #1", "gpu 1 #2"]
+    line = describe_slots(slots)
+    assert line.startswith("4 trial(s) at a time (gpu 0 #1, gpu 0 #2, gpu 1 #1, gpu 1 #2; 2 threads)")
+    alone = make_slots(resources(), available_gpus=[0, 1], cpu_count=8)
+    assert [s.label for s in alone] == ["gpu 0", "gpu 1"]  # a GPU of its own needs no number
