@@ -3,6 +3,8 @@
     slots = make_slots(...)                  # hpo.scheduling.slots: --gpus / resources.gpus_per_trial / --workers
     for each slot: start `python -m hpo.scheduling.worker` with CUDA_VISIBLE_DEVICES / OMP_NUM_THREADS set before torch loads
     until every worker has ended: show the live table, report finished trials, restart a worker that died
+        (killed, out of memory, even before it read its configuration) up to MAX_RESTARTS times per slot, saying so
+        at once; its running trial is failed and queued again at once (hpo.storage.retry), not after the grace period
     Ctrl-C / SIGTERM: ask each worker to stop (trials checkpoint and are queued again); again: kill them all at once
 
 Workers coordinate only through the Optuna storage (heartbeats, the claim lock of `hpo.storage.database`), so `hpo worker` on
@@ -11,6 +13,7 @@ other machines joins the same study the same way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -34,6 +37,7 @@ from hpo.scheduling.spawn import StartedAhead, spawn_worker, worker_log_dir
 from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table, status_dir, study_counts
 from hpo.scheduling.worker import WorkerConfig
 from hpo.spec import StudySpec
+from hpo.storage.retry import requeue_stale_trials
 from hpo.storage.stopped import describe_stop, finished_numbers
 from hpo.storage.study_db import remaining_trials, shared_storage_url, study_is_complete
 
@@ -66,6 +70,8 @@ def run_trials(
         return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
     slots = _slots_needed(slots, study, n_trials)
     pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory, ahead)
+    # A dead worker's trial is this host's, its owner gone: failed and queued again now, for the next claim.
+    pool.on_death = lambda: requeue_stale_trials(study, spec)
     finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
     console = console or Console(stderr=True)
     console.print(describe_slots(slots))
@@ -73,7 +79,8 @@ def run_trials(
         _watch(pool, study, n_trials, report, console)
     if pool.slots and not pool.processes:
         raise HpoError(
-            f"every worker failed, and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}"
+            f"every worker died and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}; their logs are in "
+            f"{pool.log_dir}; finished trials are kept, run the command again to continue"
         )
     if pool.stop_level:
         # A second Ctrl-C killed the trials without a new checkpoint: the next run resumes them from their newest.
@@ -110,7 +117,9 @@ class WorkerPool:
         self.restarts: dict[int, int] = {}
         self.stop_level = 0
         self.stop_started: float | None = None
-        self.failures: list[str] = []
+        self.failures: list[str] = []  # one line per death, for the error when no worker is left
+        self.notices: list[str] = []  # lines to show now (the watcher prints and clears them)
+        self.on_death: Callable[[], Any] | None = None
 
     def start(self) -> None:
         self.status_dir.mkdir(parents=True, exist_ok=True)
@@ -138,9 +147,7 @@ class WorkerPool:
         process = self.ahead.take(slot, self.log_dir) if self.ahead is not None else None
         if process is None:
             process = spawn_worker(slot, self.log_dir)
-        assert process.stdin is not None
-        process.stdin.write(pickle.dumps(config))
-        process.stdin.close()
+        _hand_config(process, config)
         self.processes[slot.index] = process
         if self.stop_level:  # a Ctrl-C that came while this worker was being started must reach it too
             os.kill(process.pid, signal.SIGTERM)
@@ -158,12 +165,31 @@ class WorkerPool:
         return any(p.poll() is None for p in self.processes.values())
 
     def _died(self, slot: Slot, code: int) -> None:
-        self.failures.append(f"worker for {slot.label} ended with code {code}: {self.log_tail(slot)}")
-        if self.restarts.get(slot.index, 0) < MAX_RESTARTS:
-            self.restarts[slot.index] = self.restarts.get(slot.index, 0) + 1
-            self._start(slot)  # its trial, if any, is found stale by heartbeat and queued again
-        else:
-            del self.processes[slot.index]
+        what = f"worker for {slot.label} {describe_exit(code)}{self._log_note(slot)}"
+        self.failures.append(what)
+        if self.on_death is not None:
+            try:
+                self.on_death()
+            except Exception as error:  # noqa: BLE001 - the workers' heartbeat check queues the trial again later
+                self.notices.append(
+                    f"could not queue again the trial of the worker for {slot.label}: {error}"
+                )
+        restarts = self.restarts.get(slot.index, 0)
+        if restarts < MAX_RESTARTS:
+            self.restarts[slot.index] = restarts + 1
+            self.notices.append(f"{what}; restarting it ({restarts + 1} of {MAX_RESTARTS})")
+            self._start(slot)
+            return
+        del self.processes[slot.index]
+        left = sum(1 for p in self.processes.values() if p.poll() is None)
+        going_on = f"; going on with {left} worker{'s' if left > 1 else ''}" if left else ""
+        self.notices.append(
+            f"{what}; not restarted: it was restarted {MAX_RESTARTS} times already (the limit){going_on}"
+        )
+
+    def _log_note(self, slot: Slot) -> str:
+        tail = self.log_tail(slot)
+        return f" (its log ends: {tail})" if tail else ""
 
     def log_tail(self, slot: Slot, lines: int = 5) -> str:
         path = self.log_dir / f"worker-{slot.index}.log"
@@ -195,6 +221,29 @@ class WorkerPool:
     def wait(self) -> None:
         for process in self.processes.values():
             process.wait()
+
+
+def _hand_config(process: subprocess.Popen, config: WorkerConfig) -> None:
+    """Send the worker its configuration. A worker killed before it read it (while it was starting: it imports
+    torch first) closes the pipe: then nothing is sent, and `poll` finds the dead process and restarts its slot."""
+    assert process.stdin is not None
+    try:
+        process.stdin.write(pickle.dumps(config))
+        process.stdin.close()
+    except BrokenPipeError:
+        # Left unhandled, click would end `hpo run` with exit 1 and no word (its EPIPE handling).
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+
+
+def describe_exit(code: int) -> str:
+    """`was killed by SIGKILL` for a signal (Popen's negative code), else `ended with code N`."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"ended with code {code}"
 
 
 class _signals_to:
@@ -246,6 +295,7 @@ def _watch(
     with live if live is not None else _nothing():
         last_refresh = 0.0
         while pool.poll():
+            _say(pool, console if live is None else live.console)
             time.sleep(0.05)  # the study's end is noticed within 50 ms of the last worker's
             if time.monotonic() - last_refresh < 1.0:
                 continue
@@ -257,8 +307,15 @@ def _watch(
                 )
                 live.refresh()
         reporter.report_new(console if live is None else live.console)
-    for failure in pool.failures:
-        console.print(f"[yellow]{failure}[/]")
+        _say(pool, console if live is None else live.console)
+
+
+def _say(pool: WorkerPool, console: Console) -> None:
+    """The pool's news (a worker died, restarted or not), as it happens."""
+    for notice in pool.notices:
+        # Not markup: a log line may hold brackets ("[rank0]"); one line, for a reader and for grep.
+        console.print(notice, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    pool.notices.clear()
 
 
 class _FinishedTrials:

@@ -11,7 +11,7 @@
                 fail_stale_trials()            # trials whose heartbeat stopped (a dead worker anywhere) -> queued
                 with claim_lock(study):        # one claimer at a time across processes and machines
                     if n_trials is not used up: trial = study.ask()   (queued retries come first)
-                    record_heartbeat(trial)    # before anything can fail, so a crash from here on is found
+                    its worker named; record_heartbeat(trial)   # so a crash from here on is found
                 -> a trial | WAIT (a running trial may still be queued again) | None (nothing left: leave)
             run_one(trial):                                                         # FORK
                 sample the parameters here, so every rank and every retry sees the same ones
@@ -158,6 +158,10 @@ def claim_trial(
                 remaining = remaining_trials(study, n_trials)
             if remaining is None or remaining > 0:
                 trial = study.ask()
+                # An owner from the first moment, as a claimed ASHA or PBT trial has: should this worker die before
+                # its trial's process starts, `hpo run` queues the trial again at once (hpo.storage.retry.owner_gone)
+                # and the other workers wait for it rather than leave it RUNNING.
+                set_user_attrs(study, trial, {"worker": worker_identity()})
                 record_heartbeat(study, trial)  # beat before anything can fail
                 return trial
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))

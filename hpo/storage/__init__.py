@@ -5,6 +5,7 @@
     study_db.py   open or load a study with its sampler and pruner, count its trials; the only module that touches
                   Optuna's private attributes
     retry.py      fail a crashed, interrupted or stale trial and queue it again, resuming from its checkpoint
+    folder_owner.py  which study an output folder belongs to (a marker file): another study's folder is refused
     retention.py  bound the disk after each trial (`study.keep_checkpoints`)
 
 Submodules are imported by name; this package imports nothing, so `hpo.storage.urls` stays cheap for the dashboards.

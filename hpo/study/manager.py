@@ -3,7 +3,8 @@
     spec = load_study_spec("studies/digits_mlp.yaml")
     start_workers_ahead(...)              # worker processes import torch meanwhile (hpo.scheduling.spawn)
     dry_run(spec)                         # refuse a metric evaluation does not produce (hpo.trial.dry_run)
-    study = open_study(spec)              # sampler, pruner, directions, storage; enqueued trials (hpo.storage.study_db)
+    study = open_study(spec)              # sampler, pruner, directions, storage; enqueued trials (hpo.storage.study_db);
+                                          # an output folder holding another study's trials is refused (folder_owner)
     requeue_stale_trials(study, spec)     # trials whose process died are failed and queued again (hpo.storage.retry)
     execute(spec, study, ...)             # trials until n_trials (a total over every run of the study) or the timeout
     summary = summarize(spec, study)
@@ -29,9 +30,9 @@ from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.pool import run_trials
 from hpo.scheduling.spawn import StartedAhead, start_workers_ahead
 from hpo.spec import StudySpec, load_study_spec
+from hpo.storage.folder_owner import open_study_in_its_folder
 from hpo.storage.retention import after_trial
 from hpo.storage.retry import requeue_stale_trials
-from hpo.storage.study_db import open_study
 from hpo.study.in_process import check_in_process, run_trials_in_process
 from hpo.study.summary import StudySummary, summarize
 from hpo.trial.dry_run import dry_run as check_metrics
@@ -128,7 +129,7 @@ def run_loaded_study(
         # Refuse an objective metric evaluation does not produce, before any trial trains (exit 2).
         if dry_run:
             check_metrics(spec)
-        study = open_study(spec, storage=storage)
+        study = open_study_in_its_folder(spec, storage=storage)
         requeue_stale_trials(study, spec)
         execute(
             spec,
@@ -159,7 +160,7 @@ def join_study(
     n_trials, timeout = trial_budget(spec, n_trials, timeout)
     # The workers load while the study opens.
     with start_workers_ahead(spec.resources, spec.output_dir, workers=workers, gpus=gpus) as ahead:
-        study = open_study(spec, storage=storage)
+        study = open_study_in_its_folder(spec, storage=storage)
         requeue_stale_trials(study, spec)  # trials this host left running
         run_trials(
             spec,

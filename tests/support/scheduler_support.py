@@ -58,8 +58,9 @@ def wait_for(condition: Callable[[], Any], timeout: float = 90.0, what: str = "c
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def start_hpo(folder: Path, *args: str) -> subprocess.Popen:
-    """`hpo run <folder>/study.yaml ...` in its own process (as a user would start it)."""
+def start_hpo(folder: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`hpo run <folder>/study.yaml ...` in its own process (as a user would start it), `env` added to its
+    environment."""
     command = [sys.executable, "-m", "hpo.cli", *(args or ("run",)), str(folder / "study.yaml")]
     if not args or args[0] == "run":
         command += ["--no-dry-run"]
@@ -69,7 +70,7 @@ def start_hpo(folder: Path, *args: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
         preexec_fn=ctrl_c_as_in_a_terminal,
     )
 

@@ -6,7 +6,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.scheduling.worker import WAIT, claim_trial
+from hpo.scheduling.worker import WAIT, claim_trial, worker_identity
 from hpo.storage.database import create_storage
 from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials
 
@@ -37,6 +37,15 @@ def test_claims_stop_at_n_trials_and_wait_while_a_worker_still_runs_one(study, t
     assert len(study.trials) == 2
 
 
+def test_a_claimed_trial_names_its_worker_at_once(study, tmp_path):
+    """A worker killed between its claim and its trial's start leaves a trial whose owner `hpo run` can tell is gone
+    (it then queues it again), and that other workers wait for, instead of leaving it RUNNING."""
+    claim_trial(study, 2, tmp_path)
+    (claimed,) = study.get_trials(states=(TrialState.RUNNING,))
+    assert claimed.user_attrs["worker"] == worker_identity()
+    assert claim_trial(study, 1, tmp_path) == WAIT
+
+
 def test_a_crashed_trial_is_queued_once_with_its_checkpoint_and_runs_first(study, tmp_path):
     policy = RetryPolicy(max_retries=1, output_dir=str(tmp_path))
     trial = claim_trial(study, 5, tmp_path)
@@ -47,6 +56,7 @@ def test_a_crashed_trial_is_queued_once_with_its_checkpoint_and_runs_first(study
     assert fail_running_trial(study, trial._trial_id, "crashed: again", policy, counts_as_retry=True) is None
     failed = study.trials[0]
     assert failed.state == TrialState.FAIL and failed.user_attrs == {
+        "worker": worker_identity(),
         "error": "crashed: test",
         "requeued": True,
     }
