@@ -36,5 +36,12 @@ def encode_json(payload: Any) -> str:
     return text
 
 
+def without_markup(text: str) -> str:
+    """JSON text with `<`, `>` and `&` written as \\u escapes: the same JSON, but no study string (a parameter named
+    `<script>`) can end a <script> element it is inlined in, or be read as HTML by a client that sniffs the type.
+    Plain replacement is exact: outside strings, JSON has none of these characters."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def encode_item(value: Any) -> str:
     return json.dumps(value, allow_nan=False, separators=(",", ":"))

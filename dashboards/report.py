@@ -14,7 +14,7 @@ from typing import Any
 
 from dashboards.api import DashboardApi
 from dashboards.importance import compute_importance
-from dashboards.jsonenc import encode_json
+from dashboards.jsonenc import encode_json, without_markup
 from dashboards.server import PLOTLY_JS, STATIC_DIR
 from hpo.errors import HpoError
 from hpo.tracking.store.schema import trial_run_id
@@ -29,8 +29,7 @@ MAX_CURVE_RUNS = 5
 
 def json_for_script(value: Any) -> str:
     """JSON that cannot end the <script> element it sits in, whatever strings the study holds."""
-    text = encode_json(value)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return without_markup(encode_json(value))
 
 
 def inline_script(source: str) -> str:

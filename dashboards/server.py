@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, urlsplit
 import plotly
 
 from dashboards.api import ApiError, DashboardApi
-from dashboards.jsonenc import encode_json
+from dashboards.jsonenc import encode_json, without_markup
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATIC_DIR = PACKAGE_DIR / "static"
@@ -221,7 +221,7 @@ class DashboardHandler(BaseHTTPRequestHandler):
             Exception
         ) as error:  # one bad request must not take the server down; the page shows the message
             status, payload = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"}
-        body = encode_json(payload).encode("utf-8")
+        body = without_markup(encode_json(payload)).encode("utf-8")  # study strings never arrive as markup
         headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
         if len(body) >= GZIP_MIN_BYTES and accepts_gzip(self.headers.get("Accept-Encoding", "")):
             # level 1: 4 MB of trials in 60 ms to a quarter of the size; higher levels cost more than they save

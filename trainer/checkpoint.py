@@ -20,6 +20,7 @@ import torch
 
 from trainer.adapters import is_adapter_model
 from trainer.errors import CheckpointError
+from trainer.safe_load import check_pickles, load_torch_file
 from trainer.seed import rng_state, set_rng_state
 
 PREFIX = "checkpoint"
@@ -74,7 +75,9 @@ def resolve_resume(resume_from_checkpoint: bool | str | Path | None, output_dir:
 
 
 def check_resumable(path: Path) -> None:
-    """A save_only_model checkpoint has weights but no optimizer or scheduler: refuse to resume from it."""
+    """A save_only_model checkpoint has weights but no optimizer or scheduler: refuse to resume from it. A folder with
+    a pickle that would run code is refused before any strategy (DeepSpeed's loader too) opens a file of it."""
+    check_pickles(path)
     saved_args = (
         json.loads((path / ARGS_FILE).read_text(encoding="utf-8")) if (path / ARGS_FILE).exists() else {}
     )
@@ -204,7 +207,7 @@ def load_rng_state(directory: Path, rank: int) -> bool:
     path = directory / rng_file(rank)
     if not path.exists():
         return False
-    set_rng_state(torch.load(path, weights_only=True))
+    set_rng_state(load_torch_file(path))
     return True
 
 

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 
 from hpo.errors import ConfigError
 from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.spawn import StartedAhead, start_workers_ahead
+from hpo.spec.names import check_plain_name
 from hpo.spec.overrides import apply_overrides, load_yaml_file
 from hpo.spec.sections import ResourcesSpec
 
@@ -31,7 +31,9 @@ def start_ahead(
         study = data.get("study") or {}
         resources = ResourcesSpec.model_validate(data.get("resources") or {})
         name = study.get("name") or study_file.stem  # as hpo.spec.loading names and places the study
+        # A name that leaves runs/ (../x) must not get worker logs written outside before the full check refuses it.
+        check_plain_name(str(name), output_field="study.output_dir")
         output_dir = Path(study.get("output_dir") or Path("runs") / name).expanduser().absolute()
         return start_workers_ahead(resources, output_dir, workers=workers, gpus=gpus)
-    except (ConfigError, ValidationError, yaml.YAMLError, OSError, TypeError, AttributeError):
+    except (ConfigError, ValueError, yaml.YAMLError, OSError, TypeError, AttributeError):
         return None

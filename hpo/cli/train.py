@@ -21,7 +21,7 @@ from hpo.trial.callbacks import on_interrupt
 from hpo.trial.single_run import RunStopped, run_training
 from trainer.checkpoint import list_checkpoints
 from trainer.distributed import exit_rank
-from trainer.errors import NonFiniteLossError
+from trainer.errors import CheckpointError, NonFiniteLossError
 from trainer.launch import is_launched_externally, launch_ranks
 
 
@@ -158,6 +158,10 @@ def train_from_spec(spec: RunSpec, resume: str | None) -> dict[str, Any]:
             f"stopped before training started: nothing was saved; continue with: "
             f"{repeat_command(drop=['overwrite'])}"
         ) from None
+    except CheckpointError as error:  # a checkpoint refused (a pickle that runs code, no safetensors weights)
+        if resume is None:
+            raise
+        raise ConfigError(f"--resume: {error}") from error
     except NonFiniteLossError as error:
         raise HpoError(
             f"training diverged: {error}\n"

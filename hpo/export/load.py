@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 
 from hpo.errors import HpoError
-from hpo.export.weights import load_into
+from hpo.export.weights import MODEL_FILE, load_into, read_weights
 from hpo.spec.imports import add_search_paths, resolve_callable
 from trainer import set_seed
 
@@ -48,7 +47,9 @@ def _manifest(folder: Path) -> dict[str, Any]:
 def _transformers_model(folder: Path, class_path: str) -> Any:
     module_name, _, class_name = class_path.rpartition(".")
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls.from_pretrained(str(folder))
+    return cls.from_pretrained(
+        str(folder), use_safetensors=True
+    )  # never a pytorch_model.bin (a pickle) instead
 
 
 def _task_model(folder: Path, manifest: dict[str, Any]) -> Any:
@@ -58,7 +59,7 @@ def _task_model(folder: Path, manifest: dict[str, Any]) -> Any:
     )
     params = dict(manifest.get("model_params") or {})
     model = _call_model_init(model_init, params)
-    return load_into(model, load_file(str(folder / "model.safetensors")), source=str(folder))
+    return load_into(model, read_weights(folder / MODEL_FILE), source=str(folder))
 
 
 def _adapter_model(folder: Path, manifest: dict[str, Any], chosen: str | None) -> Any:

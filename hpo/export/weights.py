@@ -17,7 +17,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from hpo.errors import HpoError
+from hpo.errors import ConfigError, HpoError
+from trainer.safe_load import PICKLE_SUFFIXES
 
 MODEL_FILE = "model.safetensors"
 _SHARD = re.compile(r"^fsdp_shard_rank(\d+)\.safetensors$")
@@ -27,7 +28,7 @@ def checkpoint_state_dict(checkpoint: Path, model: torch.nn.Module) -> dict[str,
     """The consolidated weights of `checkpoint`, shaped like `model`'s state dict."""
     checkpoint = Path(checkpoint)
     if (checkpoint / MODEL_FILE).is_file():
-        return load_file(str(checkpoint / MODEL_FILE))
+        return read_weights(checkpoint / MODEL_FILE)
     shards = sorted(
         (int(m.group(1)), p)
         for p in checkpoint.glob("fsdp_shard_rank*.safetensors")
@@ -35,9 +36,29 @@ def checkpoint_state_dict(checkpoint: Path, model: torch.nn.Module) -> dict[str,
     )
     if shards:
         return consolidate_fsdp_shards([p for _, p in shards], model.state_dict())
-    raise HpoError(
+    raise ConfigError(
         f"{checkpoint} holds no weights: neither {MODEL_FILE} nor FSDP shard files (fsdp_shard_rank<r>.safetensors)"
+        f"{pickle_note(checkpoint)}; export another trial (--trial N) or a checkpoint this trainer wrote"
     )
+
+
+def pickle_note(folder: Path) -> str:
+    """Why a `pytorch_model.bin` beside the missing safetensors file is not used: it is a pickle, which runs code."""
+    pickles = sorted(
+        p.name for p in Path(folder).glob("*") if p.suffix in PICKLE_SUFFIXES and "model" in p.name
+    )
+    if not pickles:
+        return ""
+    return (
+        f"; {', '.join(pickles)} is a pickle, and weights are read from safetensors only (it could run code)"
+    )
+
+
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file, refused by name when missing (a pickle beside it is never read instead)."""
+    if not path.is_file():
+        raise ConfigError(f"{path.parent}: no {path.name}{pickle_note(path.parent)}; export the model again")
+    return load_file(str(path))
 
 
 def consolidate_fsdp_shards(

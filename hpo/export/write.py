@@ -176,12 +176,28 @@ def _check_destination(out_dir: Path, given: str) -> None:
             f"--out {given}: the export replaces its folder as a whole, and this is the current folder; give another "
             f"folder, e.g. --out {out_dir.parent / (out_dir.name + '-export')}"
         )
-    if out_dir.exists() and (
-        not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / EXPORT_MANIFEST).exists())
-    ):
+    if not out_dir.exists() and not out_dir.is_symlink():
+        return
+    if not out_dir.is_dir():
         raise ConfigError(
-            f"--out {out_dir}: exists and is not an earlier hpo export; choose an empty or new folder"
+            f"--out {given}: {out_dir} is a file, not a folder; give another --out, or delete the file"
         )
+    if any(out_dir.iterdir()) and not is_earlier_export(out_dir):
+        raise ConfigError(
+            f"--out {given}: {out_dir} holds files and is not an earlier hpo export (no export.json of ours), so it "
+            "is not replaced; give another --out, or delete the folder"
+        )
+
+
+def is_earlier_export(folder: Path) -> bool:
+    """Whether `folder` is what `hpo export` wrote: its export.json parses and has our keys. Only then is the folder
+    replaced as a whole; any export.json (a web project's, say) would otherwise get someone's folder deleted."""
+    manifest = folder / EXPORT_MANIFEST
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else None
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and {"format_version", "kind", "model_init"} <= data.keys()
 
 
 def _write_folder(

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from hpo.spec.errors import SpecError, problems_from_validation_error
+from hpo.spec.names import check_plain_name
 from hpo.spec.overrides import apply_overrides, load_yaml_file
 from hpo.spec.run import RunSpec
 from hpo.spec.study import StudySpec
@@ -66,7 +67,7 @@ def parse_run_spec(
     output_dir: str | Path | None = None,
 ) -> RunSpec:
     spec = _validate(RunSpec, data, source)
-    spec.name = spec.name or default_name
+    spec.name = spec.name or _default_name(default_name, "name", "output_dir", source)
     spec.output_dir = _absolute(output_dir or spec.output_dir or Path("runs") / spec.name)
     spec.task.with_base_dir(base_dir, source if base_dir is not None else None)
     spec._source = source
@@ -84,12 +85,21 @@ def parse_study_spec(
     if storage is not None and isinstance(data.get("study"), dict):
         data = {**data, "study": {**data["study"], "storage": storage}}
     spec = _validate(StudySpec, data, source)
-    spec.study.name = spec.study.name or default_name
+    spec.study.name = spec.study.name or _default_name(default_name, "study.name", "study.output_dir", source)
     spec.study.output_dir = _absolute(spec.study.output_dir or Path("runs") / spec.study.name)
     spec.study.storage = spec.storage  # fills the default SQLite URL from the output folder
     spec.task.with_base_dir(base_dir, source if base_dir is not None else None)
     spec._source = source
     return spec
+
+
+def _default_name(name: str, field: str, output_field: str, source: str) -> str:
+    """The file's stem names it when the file does not; a stem such as `.` (from `..yaml`) cannot name a folder."""
+    try:
+        return check_plain_name(name, output_field=output_field)
+    except ValueError:
+        message = f"not set, and the file's name gives {name!r}, which cannot name a folder; set {field}"
+        raise SpecError(source, [(field, message)]) from None
 
 
 def _validate(model: type[BaseModel], data: dict[str, Any], source: str) -> Any:

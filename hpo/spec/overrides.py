@@ -16,13 +16,57 @@ import yaml
 
 from hpo.errors import ConfigError
 
+# A file's values once every alias is written out in full. A study file is a few hundred values; an "alias bomb" (ten
+# aliases of ten aliases of ... a string) is a few hundred bytes that expand to billions, which PyYAML builds as shared
+# references but every later copy (--set's deepcopy, pydantic, json.dumps) expands: a hang, then a MemoryError.
+MAX_EXPANDED_NODES = 100_000
+
+
+class AliasBomb(yaml.YAMLError):
+    """Aliases that expand past MAX_EXPANDED_NODES values, or that refer to a node containing them (a cycle)."""
+
 
 class _SafeLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that reads `3e-4` and `1e5` as floats.
+    """yaml.SafeLoader that reads `3e-4` and `1e5` as floats, and refuses aliases that expand past a sane size.
 
     PyYAML follows YAML 1.1, where a float needs a dot (`3.0e-4`), so `learning_rate: 3e-4` would load as the string
     "3e-4". Every ML config writes learning rates that way, so accept the YAML 1.2 float syntax too.
     """
+
+    def compose_document(self) -> yaml.Node | None:
+        # Checked on the composed graph, before any Python object is built: an alias is one shared node there.
+        node = super().compose_document()
+        if node is not None:
+            _expanded_size(node, {}, set())
+        return node
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]) -> int:
+    """The number of values `node` stands for with its aliases written out; each shared node is counted once per use
+    but visited once, so a bomb is measured in the time it takes to read it."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise AliasBomb(
+            f"line {node.start_mark.line + 1}: an alias refers to a node that contains it; write it out"
+        )
+    open_nodes.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(item, sizes, open_nodes) for item in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(
+            _expanded_size(k, sizes, open_nodes) + _expanded_size(v, sizes, open_nodes) for k, v in node.value
+        )
+    open_nodes.discard(key)
+    if size > MAX_EXPANDED_NODES:
+        raise AliasBomb(
+            f"line {node.start_mark.line + 1}: its aliases (*name) expand to more than {MAX_EXPANDED_NODES:,} values "
+            "(an alias bomb?); write the values out, or use fewer nested aliases"
+        )
+    sizes[key] = size
+    return size
 
 
 _FLOAT = re.compile(
@@ -39,6 +83,10 @@ _SafeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+012
 def parse_yaml(text: str, *, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass: data only, never code
+    except AliasBomb as error:
+        raise ConfigError(f"{source}: refused: {error}") from None
+    except RecursionError:  # `[[[[...` thousands deep: PyYAML composes nested nodes recursively
+        raise ConfigError(f"{source}: refused: nested too deeply to be a run or study file") from None
     except yaml.MarkedYAMLError as error:
         hint = " (quote a value meant as text: --set 'key=\"...\"')" if source.startswith("--set") else ""
         raise ConfigError(f"{source}: not valid YAML{hint}: {describe_yaml_error(error)}") from error

@@ -21,6 +21,7 @@ from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path
 from hpo.spec.extras import check_strategy_installed
+from hpo.spec.names import check_plain_name
 from hpo.spec.sections import ExportSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
 from hpo.spec.training import build_training_arguments, check_training_keys, read_strategies
@@ -55,6 +56,11 @@ class RunSpec(Section):
     def _training_keys(cls, training: dict[str, Any]) -> dict[str, Any]:
         check_training_keys(training)  # here, so a misspelt key is reported beside other field problems
         return read_strategies(training)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        return None if value is None else check_plain_name(value, output_field="output_dir")
 
     @model_validator(mode="after")
     def _check_training(self) -> RunSpec:

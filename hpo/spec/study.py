@@ -20,6 +20,7 @@ from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path, problems_from_validation_error
 from hpo.spec.extras import check_strategy_installed
+from hpo.spec.names import check_plain_name
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.pbt import PbtSchedulerSpec, check_pbt
 from hpo.spec.run import check_training
@@ -97,6 +98,11 @@ class StudySection(Section):
         except ValidationError as error:
             path, message = problems_from_validation_error(error, model)[0]
             raise FieldProblem(path, message) from None
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        return None if value is None else check_plain_name(value, output_field="study.output_dir")
 
     @field_validator("storage")
     @classmethod

@@ -19,6 +19,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import StudySpec
+from hpo.storage.run_dirs import trial_run_dir
 from trainer.checkpoint import latest_checkpoint
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -94,7 +95,9 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | 
     for trial in trials:
         if trial.state in (TrialState.RUNNING, TrialState.WAITING) or trial.number in pending_retries:
             continue
-        run_dir = Path(trial.user_attrs.get("run_dir") or spec.trial_dir(trial.number))
+        run_dir = trial_run_dir(
+            trial, spec.output_dir
+        )  # never a folder outside the study's, whatever the storage says
         keep = kept_checkpoint(trial, run_dir) if trial.number in top else None
         for checkpoint in checkpoints_in(run_dir):
             if checkpoint.resolve() in resume_points:

@@ -29,6 +29,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import StudySpec
 from hpo.storage import study_db
+from hpo.storage.run_dirs import trial_run_dir
 from hpo.storage.study_db import stale_trial_ids, storage_of
 from trainer.checkpoint import latest_checkpoint
 
@@ -103,7 +104,7 @@ def owner_gone(trial: FrozenTrial, host: str | None = None) -> bool:
 # ---- failing and queueing again -----------------------------------------------------------------------------------
 def resume_point(trial: FrozenTrial, output_dir: str) -> str | None:
     """The newest complete checkpoint of the trial, else the checkpoint it had itself resumed from."""
-    run_dir = Path(trial.user_attrs.get("run_dir") or Path(output_dir) / f"trial-{trial.number}")
+    run_dir = trial_run_dir(trial, output_dir)
     found = latest_checkpoint(run_dir) if run_dir.is_dir() else None
     if found is not None:
         return str(found)

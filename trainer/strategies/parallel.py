@@ -16,6 +16,8 @@ from torch.utils.data import Dataset, Sampler
 
 from trainer import distributed
 from trainer.precision import check_precision
+from trainer.safe_load import load_torch_file as _safe_torch_load
+from trainer.safe_load import require_weights_file
 from trainer.strategies.base import Strategy
 
 MODEL_FILE = "model.safetensors"
@@ -104,11 +106,11 @@ def save_weights(state_dict: dict[str, torch.Tensor], path: Path) -> None:
 
 
 def load_weights(path: Path) -> dict[str, torch.Tensor]:
-    return load_file(str(path))
+    return load_file(str(require_weights_file(path)))  # safetensors only: never a pickle in its place
 
 
 def load_torch_file(path: Path) -> Any:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return _safe_torch_load(path, map_location="cpu")
 
 
 def save_scheduler(directory: Path, scheduler: Any, strategy: ParallelStrategy) -> None:

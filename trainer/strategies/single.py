@@ -12,6 +12,7 @@ from safetensors.torch import load_model, save_model
 from trainer.adapters import is_adapter_model, load_adapter, save_adapter
 from trainer.data import move_to_device
 from trainer.precision import autocast_dtype, check_precision, create_grad_scaler
+from trainer.safe_load import load_torch_file, require_weights_file
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory, Strategy
 
 MODEL_FILE = "model.safetensors"
@@ -105,7 +106,10 @@ class SingleDeviceStrategy(Strategy):
         if is_adapter_model(module):
             load_adapter(module, directory, self.device)
         else:
-            load_model(module, str(directory / MODEL_FILE), strict=True, device=str(self.device))
+            weights = require_weights_file(
+                directory / MODEL_FILE
+            )  # never a pytorch_model.bin (a pickle) instead
+            load_model(module, str(weights), strict=True, device=str(self.device))
         optimizer.load_state_dict(_load(directory / OPTIMIZER_FILE, self.device))
         if scheduler is not None and (directory / SCHEDULER_FILE).exists():
             scheduler.load_state_dict(_load(directory / SCHEDULER_FILE, "cpu"))
@@ -114,4 +118,4 @@ class SingleDeviceStrategy(Strategy):
 
 
 def _load(path: Path, device: Any) -> Any:
-    return torch.load(path, map_location=device, weights_only=True)
+    return load_torch_file(path, map_location=device)
