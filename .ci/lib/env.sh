@@ -15,8 +15,10 @@ fresh_install() {
 }
 
 # frozen VENV: "name==version" lines of what VENV holds, the project itself and torch's local version left out.
+# setuptools is in (torch needs it at run time); pip is not (the venv's own, from the Python that made it).
 frozen() {
-  "$1/bin/pip" freeze --exclude-editable | grep -v '^-e ' | sed -E 's/^(torch==[^+]+)\+.*/\1/' | LC_ALL=C sort -f
+  "$1/bin/pip" freeze --all --exclude-editable | grep -v -e '^-e ' -e '^pip==' |
+    sed -E 's/^(torch==[^+]+)\+.*/\1/' | LC_ALL=C sort -f
 }
 
 # write_lock VENV FILE COMMAND: FILE becomes what VENV holds, under a header naming the command that wrote it.
