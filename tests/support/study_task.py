@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,19 @@ class SlowSave(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         time.sleep(self.seconds)
+
+
+class KillOnceAfterSave(TrainerCallback):
+    """SIGKILLs its own process right after the checkpoint at `step` is written, once per study (the `marker` file
+    says it happened): a crash at the exact moment between a pause point's save and the pause, with no timing."""
+
+    def __init__(self, step: int, marker: str) -> None:
+        self.step, self.marker = step, Path(marker)
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == self.step and not self.marker.exists():
+            self.marker.write_text(f"{os.getpid()} {args.output_dir}\n")
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def model_init(params: dict[str, Any]) -> nn.Module:
