@@ -278,8 +278,10 @@ def pause_callback(
     return PauseCallback(plan.levels, plan.metric, decide, resource=plan.resource, is_rank_zero=rank_zero)  # type: ignore[arg-type]
 
 
-def drop_older_checkpoints(checkpoint: Path) -> None:
-    """A paused trial keeps only the checkpoint it resumes from."""
+def drop_older_checkpoints(checkpoint: Path, best: str | None = None) -> None:
+    """A paused trial keeps only the checkpoint it resumes from, and its `best` one (`objective: best`): promoted,
+    it may complete with that evaluation as its value, and export needs the model scored there."""
+    keep = {checkpoint.resolve()} | ({Path(best).resolve()} if best else set())
     for folder in checkpoints_in(checkpoint.parent):
-        if folder.resolve() != checkpoint.resolve():
+        if folder.resolve() not in keep:
             shutil.rmtree(folder, ignore_errors=True)

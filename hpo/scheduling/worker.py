@@ -371,7 +371,7 @@ def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: Worke
         entry = {"step": step, "value": value, "at": round(decided_at, 3)}
         entry["save_exit_s"] = round(time.time() - decided_at, 3)
         outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
-    drop_older_checkpoints(checkpoint)
+    drop_older_checkpoints(checkpoint, outcome.user_attrs.get("best_checkpoint"))
     try:
         set_user_attrs(study, trial, outcome.user_attrs)
     except optuna.exceptions.UpdateFinishedTrialError:

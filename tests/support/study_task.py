@@ -95,6 +95,22 @@ class KillOnceAfterSave(TrainerCallback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+STEP = {"global": 0}  # the trial's current global step, kept by StepClock for compute_peaked_metrics
+
+
+class StepClock(TrainerCallback):
+    """Keeps the global step where `compute_peaked_metrics` (which sees predictions only) can read it."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        STEP["global"] = state.global_step
+
+
+def compute_peaked_metrics(prediction: Any) -> dict[str, float]:
+    """Accuracy plus 1 at step 4 only: every trial's best evaluation is at step 4, whatever it trains on to."""
+    accuracy = compute_metrics(prediction)["accuracy"]
+    return {"accuracy": accuracy + (1.0 if STEP["global"] == 4 else 0.0)}
+
+
 def model_init(params: dict[str, Any]) -> nn.Module:
     if params.get("explode"):
         raise RuntimeError("model_init exploded on purpose")
