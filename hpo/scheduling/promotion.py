@@ -149,9 +149,13 @@ def resume(study: optuna.Study, number: int, owner: dict[str, Any]) -> optuna.Tr
     return pause.resume_trial(study, trial_id(frozen), attrs)
 
 
-def end_hopeless(study: optuna.Study, plan: AshaPlan, n_trials: int | None) -> list[int]:
-    """End the paused trials ASHA can never promote: PRUNED with their rung value; their checkpoints are deleted."""
-    remaining = remaining_trials(study, n_trials)
+def end_hopeless(
+    study: optuna.Study, plan: AshaPlan, n_trials: int | None, *, time_up: bool = False
+) -> list[int]:
+    """End the paused trials ASHA can never promote: PRUNED with their rung value; their checkpoints are deleted.
+    `time_up`: the run's time limit has passed, so no new configuration comes (as when n_trials is used up), even in a
+    study without n_trials; the paused trials the rule would still promote stay paused for a later run."""
+    remaining = 0 if time_up else remaining_trials(study, n_trials)
     trials = rung_table(study, plan)
     ended = []
     for out in hopeless(trials, plan.eta, plan.maximize, remaining):

@@ -60,7 +60,7 @@ from optuna.trial import TrialState
 from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, reap_exited, run_trial_processes
 from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
 from hpo.scheduling.pbt import PbtPlan, claim_pbt_work, member_setup
-from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints
+from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints, end_hopeless
 from hpo.scheduling.slots import Slot
 from hpo.spec import StudySpec
 from hpo.storage.database import claim_lock
@@ -445,10 +445,25 @@ def run_worker(config: WorkerConfig) -> int:
         finish(study, claimed, result, config)
         chores.due = True
         _write_idle(status, config, "idle")
+    if stop.level == 0 and config.deadline is not None and time.time() >= config.deadline:
+        time_is_up(study, config, lock_dir)
     chores.run()
     reap_exited()
     _write_idle(status, config, "stopped")
     return 0
+
+
+def time_is_up(study: optuna.Study, config: WorkerConfig, lock_dir: Path) -> None:
+    """The run's time limit passed: no configuration starts any more, so a paused trial that could not be promoted
+    even if none came after it never will be; it ends PRUNED at its rung now rather than wait forever. Every worker
+    does this as it leaves, after its last trial paused, so the last one out judges every pause."""
+    plan = AshaPlan.of(config.spec)
+    if plan is None:
+        return
+    with claim_lock(storage_of(study), study.study_name, lock_dir):
+        ended = end_hopeless(study, plan, config.n_trials, time_up=True)
+    if ended:
+        logger.info("time is up: trials %s end PRUNED at their rung", ended)
 
 
 class Chores:
