@@ -367,10 +367,16 @@ def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: Worke
     checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
     value = outcome.values[0] if outcome.values else None
     decided_at = outcome.user_attrs.pop("pause_decided_at", None)
+    # The piece of training that ends here, from when the trial last went RUNNING (a resume moves the trial's start
+    # to its newest piece, so without this the dashboard's timeline could draw only the last piece).
+    started = storage_of(study).get_trial(trial_id(trial)).datetime_start
+    entry: dict[str, Any] = {"step": step, "value": value, "end": round(time.time(), 3)}
+    if started is not None:
+        entry["start"] = round(started.timestamp(), 3)
     if decided_at is not None:  # the pause's cost: the checkpoint, the end of the process, the database
-        entry = {"step": step, "value": value, "at": round(decided_at, 3)}
+        entry["at"] = round(decided_at, 3)
         entry["save_exit_s"] = round(time.time() - decided_at, 3)
-        outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
+    outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
     drop_older_checkpoints(checkpoint, outcome.user_attrs.get("best_checkpoint"))
     try:
         set_user_attrs(study, trial, outcome.user_attrs)
