@@ -75,6 +75,7 @@ def trial_to_json(trial: FrozenTrial, *, full: bool = False) -> dict[str, Any]:
         "start": start,
         "end": end,
         "duration": duration(trial, start, end),
+        "pieces": pieces(trial, start, end),
         "user_attrs": plain(user_attrs),
     }
 
@@ -86,6 +87,25 @@ def duration(trial: FrozenTrial, start: float | None, end: float | None) -> floa
     if isinstance(recorded, (int, float)) and trial.state.is_finished():
         return plain(float(recorded))
     return (end - start) if start is not None and end is not None else None
+
+
+def pieces(trial: FrozenTrial, start: float | None, end: float | None) -> list[list[float | None]]:
+    """[[start, end], ...]: each piece of training, oldest first. A paused and resumed trial (ASHA, PBT) records each
+    piece that ended in a pause (`pauses`, written by the worker); its current piece runs from its start in the
+    database (which a resume moves) to its end, or is open (end None) while it runs. A trial that ended while
+    paused (PRUNED at its rung) has no current piece: its start is still its last recorded piece's."""
+    recorded = [
+        [float(p["start"]), float(p["end"])]
+        for p in trial.user_attrs.get("pauses") or []
+        if isinstance(p, dict)
+        and isinstance(p.get("start"), (int, float))
+        and isinstance(p.get("end"), (int, float))
+    ]
+    if start is None or is_paused(trial):
+        return recorded
+    if recorded and start <= recorded[-1][0] + 1e-3:
+        return recorded
+    return [*recorded, [start, end]]
 
 
 def shown_state(trial: FrozenTrial) -> str:

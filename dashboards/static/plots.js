@@ -248,9 +248,12 @@ HPO.plots.timeline = function timeline(div, study) {
     const lane = laneOf(trial);
     lanes.add(lane);
     const trace = traces[trial.state] || (traces[trial.state] = { x: [], y: [], text: [] });
-    const end = trial.end === null ? now : trial.end * 1000;
     const label = "trial " + trial.number + " · " + trial.state.toLowerCase();
-    trace.x.push(trial.start * 1000, end, null); trace.y.push(lane, lane, null); trace.text.push(label, label, "");
+    // One bar per piece of training: a paused and resumed trial (ASHA, PBT) has several, with gaps while it waited.
+    const pieces = trial.pieces && trial.pieces.length ? trial.pieces : [[trial.start, trial.end]];
+    for (const [start, end] of pieces) {
+      trace.x.push(start * 1000, end === null ? now : end * 1000, null); trace.y.push(lane, lane, null); trace.text.push(label, label, "");
+    }
   }
   if (!lanes.size) return HPO.plots.empty(div, "no trial has started yet");
   const order = [...lanes].sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));

@@ -2,6 +2,7 @@
 takes the next piece of work under the claim lock.
 
     claim_pbt_work(study, plan, owner):                       under claim_lock, one claimer at a time on every machine
+        a retry from an interval its member scored at but died before pausing: parked there (paused, undecided)
         a queued retry first (a crashed member continuing from its checkpoint; it adopts the member's lineage)
         for each interval whose scores are complete (hpo.scheduling.pbt_population): take its decisions at once:
             bottom quantile -> copy the source's checkpoint at that step into the member's folder (trainer.checkpoint),
@@ -111,9 +112,10 @@ def population(study: optuna.Study) -> tuple[list[Member], dict[int, FrozenTrial
 
 def claim_pbt_work(study: optuna.Study, plan: PbtPlan, owner: dict[str, Any]) -> optuna.Trial | None:
     """The next member for a free slot, or None. Call under `claim_lock`."""
+    park_undecided_retries(study, plan)
     queued = ask_queued(study)
     if queued is not None:
-        adopt(study, queued)
+        adopt(study, trial_id(queued))
         _own(queued, owner)
         return queued
     states, latest = population(study)
@@ -173,20 +175,43 @@ def checkpoint_at(trial: FrozenTrial, step: int) -> Path:
     return checkpoint_dir(trial.user_attrs.get("run_dir", ""), step)
 
 
-def adopt(study: optuna.Study, trial: optuna.Trial) -> None:
+def adopt(study: optuna.Study, retry_id: int) -> None:
     """A crash retry continues its member: it takes the member's number, lineage and decided intervals."""
     storage = storage_of(study)
-    trials = study.get_trials(deepcopy=False)
-    by_number = {t.number: t for t in trials}
-    frozen = by_number[trial.number]
+    frozen = storage.get_trial(retry_id)
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     previous = frozen.user_attrs.get("requeued_from_trial")
-    trial.set_user_attr(MEMBER, member_of(frozen, by_number))
+    storage.set_trial_user_attr(retry_id, MEMBER, member_of(frozen, by_number))
     if previous is None or int(previous) not in by_number:
         return
     before = by_number[int(previous)]
     for key in ("hpo:lineage", DECIDED):
         if before.system_attrs.get(key) is not None:
-            storage.set_trial_system_attr(trial_id(trial), key, before.system_attrs[key])
+            storage.set_trial_system_attr(retry_id, key, before.system_attrs[key])
+
+
+def park_undecided_retries(study: optuna.Study, plan: PbtPlan) -> list[int]:
+    """Queued retries that would resume from an interval's checkpoint their member scored at but died before
+    pausing at (and so before that interval's decision): adopted and paused there instead, so the interval is
+    decided for them with the rest of the population. Left queued, the retry would train past the interval with
+    no decision, and the population's decision at that step would miss a member."""
+    trials = study.get_trials(deepcopy=False)
+    parked = []
+    for member, chain in members(trials).items():
+        retry = chain[-1]
+        checkpoint = retry.user_attrs.get("resume_from")
+        if not pause.is_queued_retry(retry) or not checkpoint or len(chain) < 2:
+            continue
+        step = pause.checkpoint_step(checkpoint)
+        scores = member_scores(chain[:-1])
+        decided = set(chain[-2].system_attrs.get(DECIDED) or [])
+        resumed = {s for t in chain for s in (t.system_attrs.get(pause.RESUMED_AT) or [])}
+        if step not in plan.pause_points or step not in scores or step in decided or step in resumed:
+            continue
+        adopt(study, trial_id(retry))
+        if pause.park_retry(study, trial_id(retry), step=step, checkpoint=checkpoint, value=scores[step]):
+            parked.append(member)
+    return parked
 
 
 # ---- what a claimed member trains with ------------------------------------------------------------------------------

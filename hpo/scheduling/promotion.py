@@ -2,6 +2,8 @@
 
     under claim_lock (hpo.storage.database), one claimer at a time on every machine:
         trials = rung_table(study)             # each trial's values at the rungs it reached (hpo:boundaries), paused?
+        park retries that continue from a rung their trial was never judged at: paused there (killed after the
+            rung's save, before its pause), so they are ranked at that rung like any paused trial
         end paused trials that can never be promoted: PRUNED at their rung with its value; their checkpoints go
         a queued retry (a crashed trial continuing from its checkpoint) first
         else the ASHA rule (hpo.scheduling.asha.next_promotion): resume that paused trial from its checkpoint
@@ -16,7 +18,9 @@ pauses (hpo.trial.pause, hpo.storage.pause) and its slot takes the next piece of
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +43,10 @@ from hpo.storage.study_db import (
     trial_id,
 )
 from hpo.trial.pause import PauseCallback
+from trainer.checkpoint import STATE_FILE
 
 logger = logging.getLogger(__name__)
+IN_PLACE = "hpo:in_place"  # system attribute: the rung points a trial was promoted from in place (no pause)
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,7 @@ def claim_work(
     study: optuna.Study, plan: AshaPlan, n_trials: int | None, owner: dict[str, Any]
 ) -> optuna.Trial | None:
     """The next trial for a free slot, or None. Call under `claim_lock`. A resumed trial carries `resume_from`."""
+    park_unjudged_retries(study, plan)
     end_hopeless(study, plan, n_trials)
     remaining = remaining_trials(study, n_trials)
     if remaining is None or remaining > 0:
@@ -142,9 +149,13 @@ def resume(study: optuna.Study, number: int, owner: dict[str, Any]) -> optuna.Tr
     return pause.resume_trial(study, trial_id(frozen), attrs)
 
 
-def end_hopeless(study: optuna.Study, plan: AshaPlan, n_trials: int | None) -> list[int]:
-    """End the paused trials ASHA can never promote: PRUNED with their rung value; their checkpoints are deleted."""
-    remaining = remaining_trials(study, n_trials)
+def end_hopeless(
+    study: optuna.Study, plan: AshaPlan, n_trials: int | None, *, time_up: bool = False
+) -> list[int]:
+    """End the paused trials ASHA can never promote: PRUNED with their rung value; their checkpoints are deleted.
+    `time_up`: the run's time limit has passed, so no new configuration comes (as when n_trials is used up), even in a
+    study without n_trials; the paused trials the rule would still promote stay paused for a later run."""
+    remaining = 0 if time_up else remaining_trials(study, n_trials)
     trials = rung_table(study, plan)
     ended = []
     for out in hopeless(trials, plan.eta, plan.maximize, remaining):
@@ -159,6 +170,70 @@ def end_hopeless(study: optuna.Study, plan: AshaPlan, n_trials: int | None) -> l
                 for folder in checkpoints_in(checkpoint.parent):
                     shutil.rmtree(folder, ignore_errors=True)
     return ended
+
+
+def park_unjudged_retries(study: optuna.Study, plan: AshaPlan) -> list[int]:
+    """Queued retries that would resume from a rung checkpoint their trial reported a value at but was never judged
+    at (killed after the rung's save, before its pause): paused at that rung instead, so ASHA ranks them there. A
+    retry left queued would resume after the rung's step and train on to the next rung: a promotion nobody granted."""
+    trials = study.get_trials(deepcopy=False)
+    by_number = {t.number: t for t in trials}
+    parked = []
+    for trial in trials:
+        checkpoint = trial.user_attrs.get("resume_from")
+        if not pause.is_queued_retry(trial) or not checkpoint:
+            continue
+        point = _unjudged_rung(plan, _chain(trial, by_number), Path(checkpoint))
+        if point is None:
+            continue
+        value = _inherited(trial, by_number).get(point)
+        step = pause.checkpoint_step(checkpoint)
+        assert step is not None  # _unjudged_rung read it
+        if pause.park_retry(study, trial_id(trial), step=step, checkpoint=checkpoint, value=value):
+            logger.info(
+                "trial %d: parked at its rung step %d, where trial %s died before pausing",
+                trial.number,
+                step,
+                trial.user_attrs.get("requeued_from_trial"),
+            )
+            parked.append(trial.number)
+    return parked
+
+
+def _chain(trial: FrozenTrial, by_number: dict[int, FrozenTrial]) -> list[FrozenTrial]:
+    """The trials a retry continues, newest first (not the retry itself)."""
+    chain: list[FrozenTrial] = []
+    previous = trial.user_attrs.get("requeued_from_trial")
+    while isinstance(previous, int) and previous in by_number and by_number[previous] not in chain:
+        chain.append(by_number[previous])
+        previous = by_number[previous].user_attrs.get("requeued_from_trial")
+    return chain
+
+
+def _unjudged_rung(plan: AshaPlan, chain: list[FrozenTrial], checkpoint: Path) -> int | None:
+    """The rung point of `checkpoint` when the chain reported a value there and was neither resumed from it (a
+    promotion) nor promoted from it in place; else None."""
+    step = pause.checkpoint_step(checkpoint)
+    point = _rung_point(plan, checkpoint, step) if step is not None else None
+    if point is None:
+        return None
+    reported = any(point in pause.boundaries(t) for t in chain)
+    resumed = any(step in (t.system_attrs.get(pause.RESUMED_AT) or []) for t in chain)
+    in_place = any(point in (t.system_attrs.get(IN_PLACE) or []) for t in chain)
+    return point if reported and not resumed and not in_place else None
+
+
+def _rung_point(plan: AshaPlan, checkpoint: Path, step: int) -> int | None:
+    """The rung level a checkpoint was saved at: its step, or with `resource: epochs` the whole epoch its trainer
+    state records; None when it is not at a rung."""
+    if plan.resource != "epochs":
+        return step if step in plan.levels else None
+    try:
+        epoch = float(json.loads((checkpoint / STATE_FILE).read_text())["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    point = round(epoch)
+    return point if point in plan.levels and math.isclose(epoch, point, abs_tol=1e-6) else None
 
 
 def _by_number(study: optuna.Study, number: int) -> FrozenTrial | None:
@@ -184,9 +259,20 @@ def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_
                     entry.promoted.discard(entry.rung)
             choice = next_promotion(table, len(plan.levels), plan.eta, plan.maximize)
             record_heartbeat(study, trial)
-            return choice is None or choice.number != trial.number
+            if choice is None or choice.number != trial.number:
+                return True
+            _record_in_place(
+                study, trial, point
+            )  # a retry from this rung's checkpoint goes on, judged already
+            return False
 
     return decide
+
+
+def _record_in_place(study: optuna.Study, trial: optuna.Trial, point: int) -> None:
+    storage = storage_of(study)
+    known = list(storage.get_trial(trial_id(trial)).system_attrs.get(IN_PLACE) or [])
+    storage.set_trial_system_attr(trial_id(trial), IN_PLACE, [*known, point])
 
 
 def pause_callback(
@@ -196,8 +282,10 @@ def pause_callback(
     return PauseCallback(plan.levels, plan.metric, decide, resource=plan.resource, is_rank_zero=rank_zero)  # type: ignore[arg-type]
 
 
-def drop_older_checkpoints(checkpoint: Path) -> None:
-    """A paused trial keeps only the checkpoint it resumes from."""
+def drop_older_checkpoints(checkpoint: Path, best: str | None = None) -> None:
+    """A paused trial keeps only the checkpoint it resumes from, and its `best` one (`objective: best`): promoted,
+    it may complete with that evaluation as its value, and export needs the model scored there."""
+    keep = {checkpoint.resolve()} | ({Path(best).resolve()} if best else set())
     for folder in checkpoints_in(checkpoint.parent):
-        if folder.resolve() != checkpoint.resolve():
+        if folder.resolve() not in keep:
             shutil.rmtree(folder, ignore_errors=True)

@@ -60,7 +60,7 @@ from optuna.trial import TrialState
 from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, reap_exited, run_trial_processes
 from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
 from hpo.scheduling.pbt import PbtPlan, claim_pbt_work, member_setup
-from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints
+from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints, end_hopeless
 from hpo.scheduling.slots import Slot
 from hpo.spec import StudySpec
 from hpo.storage.database import claim_lock
@@ -367,11 +367,17 @@ def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: Worke
     checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
     value = outcome.values[0] if outcome.values else None
     decided_at = outcome.user_attrs.pop("pause_decided_at", None)
+    # The piece of training that ends here, from when the trial last went RUNNING (a resume moves the trial's start
+    # to its newest piece, so without this the dashboard's timeline could draw only the last piece).
+    started = storage_of(study).get_trial(trial_id(trial)).datetime_start
+    entry: dict[str, Any] = {"step": step, "value": value, "end": round(time.time(), 3)}
+    if started is not None:
+        entry["start"] = round(started.timestamp(), 3)
     if decided_at is not None:  # the pause's cost: the checkpoint, the end of the process, the database
-        entry = {"step": step, "value": value, "at": round(decided_at, 3)}
+        entry["at"] = round(decided_at, 3)
         entry["save_exit_s"] = round(time.time() - decided_at, 3)
-        outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
-    drop_older_checkpoints(checkpoint)
+    outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
+    drop_older_checkpoints(checkpoint, outcome.user_attrs.get("best_checkpoint"))
     try:
         set_user_attrs(study, trial, outcome.user_attrs)
     except optuna.exceptions.UpdateFinishedTrialError:
@@ -445,10 +451,25 @@ def run_worker(config: WorkerConfig) -> int:
         finish(study, claimed, result, config)
         chores.due = True
         _write_idle(status, config, "idle")
+    if stop.level == 0 and config.deadline is not None and time.time() >= config.deadline:
+        time_is_up(study, config, lock_dir)
     chores.run()
     reap_exited()
     _write_idle(status, config, "stopped")
     return 0
+
+
+def time_is_up(study: optuna.Study, config: WorkerConfig, lock_dir: Path) -> None:
+    """The run's time limit passed: no configuration starts any more, so a paused trial that could not be promoted
+    even if none came after it never will be; it ends PRUNED at its rung now rather than wait forever. Every worker
+    does this as it leaves, after its last trial paused, so the last one out judges every pause."""
+    plan = AshaPlan.of(config.spec)
+    if plan is None:
+        return
+    with claim_lock(storage_of(study), study.study_name, lock_dir):
+        ended = end_hopeless(study, plan, config.n_trials, time_up=True)
+    if ended:
+        logger.info("time is up: trials %s end PRUNED at their rung", ended)
 
 
 class Chores:

@@ -38,6 +38,15 @@ def is_paused(trial: FrozenTrial) -> bool:
     return trial.state == TrialState.WAITING and bool(trial.system_attrs.get(PAUSED))
 
 
+def is_queued_retry(trial: FrozenTrial) -> bool:
+    """A crashed or interrupted trial's retry, queued (WAITING) and not paused."""
+    return (
+        trial.state == TrialState.WAITING
+        and not trial.system_attrs.get(PAUSED)
+        and "requeued_from_trial" in trial.user_attrs
+    )
+
+
 def pause_info(trial: FrozenTrial) -> dict[str, Any]:
     """Where a paused trial stopped (empty for a trial that is not paused)."""
     info = trial.system_attrs.get(PAUSED)
@@ -75,6 +84,29 @@ def pause_trial(
         return storage.set_trial_state_values(trial_id, state=TrialState.WAITING)
     except optuna.exceptions.UpdateFinishedTrialError:
         return False
+
+
+def park_retry(
+    study: optuna.Study, trial_id: int, *, step: int, checkpoint: str, value: float | None
+) -> bool:
+    """Make a queued retry (WAITING, not paused) a paused trial at `step`, as if its predecessor had paused there: the
+    predecessor saved `checkpoint` and reported `value` at a pause point, then died before it paused. Parked, the
+    retry is judged at that point like any paused trial (ASHA ranks it in its rung, PBT decides its interval) instead
+    of training past it unjudged. Call under the claim lock (no claimer may pop the retry meanwhile). False when
+    the trial is no longer a queued retry."""
+    storage = storage_of(study)
+    trial = storage.get_trial(trial_id)
+    if trial.state != TrialState.WAITING or trial.system_attrs.get(PAUSED):
+        return False
+    info = {"step": step, "checkpoint": checkpoint, "value": value, "at": time.time(), "parked": True}
+    storage.set_trial_system_attr(trial_id, PAUSED, info)
+    return True
+
+
+def checkpoint_step(checkpoint: str | Path) -> int | None:
+    """The global step of a `checkpoint-<step>` folder, None for another name."""
+    _, _, step = Path(checkpoint).name.rpartition("-")
+    return int(step) if step.isdigit() else None
 
 
 def resume_trial(

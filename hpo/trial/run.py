@@ -174,7 +174,9 @@ def _train_and_score(
     trainer.train(resume_from_checkpoint=resume_from)
     pause = find_pause(extra)
     if pause is not None:  # stopped at a pause point with a checkpoint: a scheduler continues it later
-        return paused_outcome(pause.paused_step, pause.paused_value, run_dir, pause.decided_at)
+        outcome = paused_outcome(pause.paused_step, pause.paused_value, run_dir, pause.decided_at)
+        outcome.user_attrs["best_checkpoint"] = paused_best_checkpoint(spec, tracker, run_dir, trainer.state)
+        return outcome
     if (
         not tracker.evaluations
         and eval_dataset is not None
@@ -322,6 +324,19 @@ def paused_outcome(
         "pause_decided_at": decided_at,
     }
     return TrialOutcome(TrialState.WAITING, None if value is None else [value], None, None, attrs)
+
+
+def paused_best_checkpoint(
+    spec: StudySpec, tracker: ObjectiveTracker, run_dir: Path, state: TrainerState
+) -> str | None:
+    """The checkpoint a paused trial must keep besides the one it resumes from: with `objective: best`, its best
+    evaluation's, which is its value if it is promoted and completes (None otherwise)."""
+    if spec.study.objective != "best":
+        return None
+    metrics, directions = spec.study.metrics or [], spec.study.directions or []
+    evaluations = tracker.with_history(list(state.log_history))
+    _, best_step = trial_values(evaluations, metrics, directions, spec.study.objective)
+    return best_checkpoint(run_dir, best_step, state)
 
 
 def best_checkpoint(run_dir: Path, best_step: int | None, state: TrainerState) -> str | None:

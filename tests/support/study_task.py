@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,35 @@ class SlowSave(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         time.sleep(self.seconds)
+
+
+class KillOnceAfterSave(TrainerCallback):
+    """SIGKILLs its own process right after the checkpoint at `step` is written, once per study (the `marker` file
+    says it happened): a crash at the exact moment between a pause point's save and the pause, with no timing."""
+
+    def __init__(self, step: int, marker: str) -> None:
+        self.step, self.marker = step, Path(marker)
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == self.step and not self.marker.exists():
+            self.marker.write_text(f"{os.getpid()} {args.output_dir}\n")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+STEP = {"global": 0}  # the trial's current global step, kept by StepClock for compute_peaked_metrics
+
+
+class StepClock(TrainerCallback):
+    """Keeps the global step where `compute_peaked_metrics` (which sees predictions only) can read it."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        STEP["global"] = state.global_step
+
+
+def compute_peaked_metrics(prediction: Any) -> dict[str, float]:
+    """Accuracy plus 1 at step 4 only: every trial's best evaluation is at step 4, whatever it trains on to."""
+    accuracy = compute_metrics(prediction)["accuracy"]
+    return {"accuracy": accuracy + (1.0 if STEP["global"] == 4 else 0.0)}
 
 
 def model_init(params: dict[str, Any]) -> nn.Module:

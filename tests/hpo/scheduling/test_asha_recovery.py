@@ -1,5 +1,6 @@
 """ASHA state lives in the study's database: a SIGKILLed `hpo run` loses no paused trial, two processes sharing the
-database never promote one trial twice, and paused trials hold one checkpoint each, none once they cannot go on."""
+database never promote one trial twice, and paused trials hold the checkpoint they resume from (and their best one),
+none once they cannot go on."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from optuna.trial import TrialState
 from scheduler_support import kill_quietly, slow_study, start_hpo, trials, wait_for
@@ -36,7 +38,7 @@ def paused_now(folder):
 
 
 def check_disk(folder, seen: dict[int, int]) -> None:
-    """Each paused trial holds exactly the checkpoint it resumes from; a trial that ended PRUNED holds none."""
+    """Each paused trial holds the checkpoint it resumes from (and its best one); a trial that ended PRUNED holds none."""
     for trial in trials(folder):
         run_dir = folder / "out" / f"trial-{trial.number}"
         held = checkpoints_in(run_dir)
@@ -46,7 +48,13 @@ def check_disk(folder, seen: dict[int, int]) -> None:
             # written checkpoints meanwhile. Only a trial paused at the same step in both reads is judged.
             again = next(t for t in trials(folder) if t.number == trial.number)
             if pause.is_paused(again) and pause.pause_info(again)["step"] == pause.pause_info(trial)["step"]:
-                assert [p.name for p in held] == [checkpoint.name], (trial.number, held)
+                # With `objective: best` (the default) its best checkpoint stays too: it may complete scored there.
+                best = again.user_attrs.get("best_checkpoint")
+                kept = {checkpoint.name} | ({Path(best).name} if best else set())
+                assert checkpoint.name in {p.name for p in held} and {p.name for p in held} <= kept, (
+                    trial.number,
+                    held,
+                )
                 seen[trial.number] = seen.get(trial.number, 0) + 1
         elif trial.state == TrialState.PRUNED:
             assert held == [], (trial.number, held)
