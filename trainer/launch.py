@@ -49,6 +49,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+INTERRUPTED = 130  # the shell's exit code for a command stopped by Ctrl-C
+
+
 def launch_ranks(
     entry: Callable[[], object] | Sequence[str],
     nproc: int,
@@ -56,9 +59,11 @@ def launch_ranks(
     node_rank: int = 0,
     master_addr: str = "127.0.0.1",
     master_port: int | None = None,
+    signals_to_handle: str = "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
 ) -> int:
     """Run `entry` on `nproc` ranks of this node (of `nnodes`) and return 0, or the exit code of the rank that failed
-    first (1 when it died of a signal), so a usage error in the ranks (exit 2) stays exit 2."""
+    first (1 when it died of a signal), so a usage error in the ranks (exit 2) stays exit 2. `signals_to_handle`: the
+    signals on which torch elastic terminates the ranks (its default); leave one out to let the ranks handle it."""
     _check_layout(nproc, nnodes, node_rank)
     if master_port is None:
         if nnodes > 1:
@@ -77,13 +82,18 @@ def launch_ranks(
         rdzv_configs={"rank": node_rank},
         max_restarts=0,
         monitor_interval=0.1,
+        signals_to_handle=signals_to_handle,
     )
     target, args = _entrypoint(entry)
     try:
         elastic_launch(config, target)(*args)
     except ChildFailedError as failure:
-        print(_describe_failure(failure), file=sys.stderr, flush=True)
         code = failure.get_first_failure()[1].exitcode
+        if (
+            code == INTERRUPTED
+        ):  # ranks that stopped as asked (Ctrl-C): nothing failed, the caller says what was saved
+            return code
+        print(_describe_failure(failure), file=sys.stderr, flush=True)
         return code if isinstance(code, int) and code > 0 else 1
     return 0
 

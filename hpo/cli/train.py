@@ -15,6 +15,7 @@ from rich.table import Table
 
 from hpo.cli.app import summary
 from hpo.cli.options import out_option, overwrite_option, repeat_command, resume_option, set_option
+from hpo.cli.rank_stop import ELASTIC_SIGNALS, ranks_stop_together, report_stop, under_stopping_launcher
 from hpo.errors import ConfigError, HpoError, Interrupted
 from hpo.spec import RunSpec, load_run_spec
 from hpo.trial.callbacks import on_interrupt
@@ -111,7 +112,12 @@ def _train_on_ranks(
     if output_dir is not None:
         argv.append(f"--output-dir={output_dir}")
     try:
-        code = launch_ranks(argv, nproc, nnodes, node_rank, master_addr, master_port)
+        with ranks_stop_together() as stop:
+            code = launch_ranks(
+                argv, nproc, nnodes, node_rank, master_addr, master_port, signals_to_handle=ELASTIC_SIGNALS
+            )
+            if code != 0 and (stop.presses or code == Interrupted.exit_code):
+                raise stop.interrupted(continue_with=repeat_command(drop=["overwrite", "resume"]))
     except ValueError as error:
         raise ConfigError(str(error)) from error
     if code != 0:
@@ -145,15 +151,22 @@ def train_from_spec(spec: RunSpec, resume: str | None) -> dict[str, Any]:
 
     Ctrl-C of a one-process run saves a checkpoint at the next step and stops (a second one stops at once); the
     message says what was saved and the command that continues."""
-    alone = int(os.environ.get("WORLD_SIZE", "1")) == 1
-    previous = signal.signal(signal.SIGINT, on_interrupt) if alone and _main_thread() else None
+    # One process, or a rank of `hpo train --nproc N` (its launcher leaves Ctrl-C to the ranks and says it once).
+    stoppable = int(os.environ.get("WORLD_SIZE", "1")) == 1 or under_stopping_launcher()
+    previous = signal.signal(signal.SIGINT, on_interrupt) if stoppable and _main_thread() else None
     try:
-        return run_training(spec, resume=True if resume == "latest" else resume, stoppable=alone)
+        return run_training(spec, resume=True if resume == "latest" else resume, stoppable=stoppable)
     except RunStopped as stop:
+        if under_stopping_launcher():
+            report_stop(str(stop), stop.checkpoint)
+            exit_rank(Interrupted.exit_code)
         again = ["--resume"] if stop.checkpoint else []
         drop = ["overwrite", "resume"] if stop.checkpoint else ["overwrite"]
         raise Interrupted(f"{stop}; continue with: {repeat_command(drop=drop, add=again)}") from None
     except KeyboardInterrupt:  # while the data or the model loaded: no training step ran
+        if under_stopping_launcher():
+            report_stop("stopped before training started: nothing was saved", None)
+            exit_rank(Interrupted.exit_code)
         raise Interrupted(
             f"stopped before training started: nothing was saved; continue with: "
             f"{repeat_command(drop=['overwrite'])}"

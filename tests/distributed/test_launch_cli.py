@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,41 @@ def test_a_usage_error_inside_the_ranks_still_exits_2(tmp_path):
     assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
     assert "no_such_function" in done.stderr
     assert "rank 0 failed first" in done.stderr or "rank 1 failed first" in done.stderr
+
+
+def test_ctrl_c_of_hpo_train_nproc_saves_on_every_rank_says_so_once_and_resumes(tmp_path):
+    """The terminal's Ctrl-C reaches the launcher only (torch elastic starts each rank in a session of its own): every
+    rank saves at the same step, the command says it in one line with the command that continues, and exits 130."""
+    long_run = [
+        sys.executable,
+        *HPO_TRAIN,
+        "--set=training.max_steps=20000",
+        "--set=training.save_steps=40",
+        "--set=training.disable_tqdm=true",
+        "--nproc=2",
+        "--strategy=ddp",
+        f"--output-dir={tmp_path}",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    launcher = subprocess.Popen(
+        long_run, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "checkpoint-40").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        launcher.send_signal(signal.SIGINT)
+        output, _ = launcher.communicate(timeout=120)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 130, output[-3000:]
+    stops = [line for line in output.splitlines() if line.startswith("stopped at step ")]
+    assert len(stops) == 1 and "Traceback" not in output and "SignalException" not in output, output[-3000:]
+    step = int(stops[0].split()[3].rstrip(":"))
+    checkpoint = tmp_path / f"checkpoint-{step}"
+    assert f"saved {checkpoint}; continue with: hpo train " in stops[0] and stops[0].endswith("--resume")
+    assert (checkpoint / "rng_state.pth").is_file() and (checkpoint / "rng_state_1.pth").is_file()
+
+    resumed = run([*long_run, "--resume", f"--set=training.max_steps={step + 8}"])
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
+    assert json.loads((tmp_path / "metrics.json").read_text())["global_step"] == step + 8
