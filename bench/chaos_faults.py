@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-
 from chaos_plan import GRACE_S, Fault
 
 PREEMPT_WAIT_S = 60.0  # a SIGTERMed run saves at the next step and exits; it must not take longer than this
