@@ -22,6 +22,7 @@ from hpo.storage import pause
 from hpo.storage.database import create_storage
 from hpo.storage.retention import checkpoints_in
 from hpo.storage.study_db import pick_trial, storage_url
+from hpo.tracking.events import store_location
 from hpo.tracking.store import open_store, trial_run_id
 
 FINAL = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -188,10 +189,10 @@ def check_disk(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
 def check_store(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     """One run row per attempt that started training, its status the trial's, each retry's link to the trial it
     continues recorded."""
-    path = Path(spec.output_dir) / "experiments.db"
-    if not path.exists():
+    location = store_location(spec)  # on PostgreSQL, the study's own database
+    if location is None:
         return ["no experiment store"]
-    store = open_store(path)
+    store = open_store(location)
     try:
         rows = {r["trial_number"]: r for r in store.runs(study_name=spec.study.name)}
         problems = []
