@@ -211,10 +211,25 @@ def pg_restart(session: Session, fault: Fault, rng: random.Random) -> str | None
     bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
     if not bins:
         return None
-    command = [str(bins[-1]), "-D", str(session.pg_data), "-w", "-t", "60", "-m", "fast", "restart"]
+    log = str(session.pg_data / "server.log")  # without -l the server would hold our pipe open for its life
+    command = [
+        str(bins[-1]),
+        "-D",
+        str(session.pg_data),
+        "-l",
+        log,
+        "-w",
+        "-t",
+        "60",
+        "-m",
+        "fast",
+        "restart",
+    ]
     if os.getuid() == 0:
         command = ["runuser", "-u", "postgres", "--", *command]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
+    done = subprocess.run(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=90, check=False
+    )
     return "postgres restarted" if done.returncode == 0 else None
 
 

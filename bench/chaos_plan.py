@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,8 @@ def write_study(folder: Path, scenario: Scenario, storage: str | None) -> Path:
     shutil.copy(TASK, folder / "chaos_task.py")
     spec: dict[str, Any] = {
         "study": {
-            "name": f"chaos-{scenario.seed}",
+            # On a shared PostgreSQL server a study name must be new to each run: the same seed may run again.
+            "name": f"chaos-{scenario.seed}" + (f"-{uuid.uuid4().hex[:8]}" if storage else ""),
             "output_dir": str(folder / "out"),
             "metric": "accuracy",
             "direction": "maximize",
