@@ -182,7 +182,8 @@ def report(outcomes: list[Outcome], wall: float) -> dict:
     for outcome in failing:
         faults = [(f.kind, f.detail, f.target) for f in outcome.scenario.faults]
         print(
-            f"  seed {outcome.scenario.seed} ({outcome.scenario.study}, replay: --replay {outcome.scenario.seed})"
+            f"  seed {outcome.scenario.seed} ({outcome.scenario.study}, replay: --replay {outcome.scenario.seed} "
+            f"--replay-faults {len(outcome.scenario.faults)} --kinds ...)"
         )
         print(f"    faults: {faults}")
         for line in outcome.violations:
