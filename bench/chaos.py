@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chaos_checks import check_all  # noqa: E402
+from chaos_checks import check_all, load  # noqa: E402
 from chaos_faults import Session, inject  # noqa: E402
 from chaos_plan import FAULT_KINDS, Scenario, draw_scenario, write_study  # noqa: E402
 
@@ -130,10 +130,6 @@ def finish(session: Session, outcome: Outcome, started: float) -> None:
 
 def study_done(session: Session) -> bool:
     """The study completed: no trial running or waiting, n_trials reached (the checks say it in detail)."""
-    from chaos_checks import load
-
-    from hpo.storage.study_db import study_is_complete  # noqa: F401 - the same rule `hpo run` uses
-
     spec = load_spec(session.folder / "study.yaml")
     trials = load(spec)  # type: ignore[arg-type]
     busy = [t for t in trials if not t.state.is_finished()]
