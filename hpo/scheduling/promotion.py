@@ -42,6 +42,8 @@ from hpo.storage.study_db import (
     storage_of,
     trial_id,
 )
+from hpo.tracking.events import record_event, store_location
+from hpo.tracking.store import trial_run_id
 from hpo.trial.pause import PauseCallback
 from trainer.checkpoint import STATE_FILE
 
@@ -57,6 +59,7 @@ class AshaPlan:
     resource: str
     metric: str
     in_place: bool = True
+    store: str | None = None  # the experiment store, where a trial ended at its rung records "pruned"
 
     @classmethod
     def of(cls, spec: StudySpec) -> AshaPlan | None:
@@ -72,6 +75,7 @@ class AshaPlan:
             resource=scheduler.resource,
             metric=(spec.study.metrics or ["eval_loss"])[0],
             in_place=scheduler.continue_in_place,
+            store=store_location(spec),
         )
 
 
@@ -166,6 +170,7 @@ def end_hopeless(
         value = out.values.get(out.rung)
         if pause.end_paused_trial(study, trial_id(frozen), TrialState.PRUNED, value):
             ended.append(out.number)
+            _record_pruned(study, plan, frozen, value)
             if checkpoint is not None:
                 for folder in checkpoints_in(checkpoint.parent):
                     shutil.rmtree(folder, ignore_errors=True)
@@ -234,6 +239,16 @@ def _rung_point(plan: AshaPlan, checkpoint: Path, step: int) -> int | None:
         return None
     point = round(epoch)
     return point if point in plan.levels and math.isclose(epoch, point, abs_tol=1e-6) else None
+
+
+def _record_pruned(study: optuna.Study, plan: AshaPlan, trial: FrozenTrial, value: float | None) -> None:
+    """The store's run of a paused trial says "paused" until this event: no process of the trial is left to say how
+    it ended."""
+    if plan.store is None:
+        return
+    step = pause.pause_info(trial).get("step")
+    message = f"pruned at step {step} (value {value}): it can no longer be promoted"
+    record_event(plan.store, trial_run_id(study.study_name, trial.number), "pruned", message, {"step": step})
 
 
 def _by_number(study: optuna.Study, number: int) -> FrozenTrial | None:

@@ -13,6 +13,7 @@ from study_task import write_study
 from hpo.spec import load_study_spec
 from hpo.storage import pause
 from hpo.study import run_study
+from hpo.tracking.store import open_store
 
 ASHA = {"type": "asha", "min_resource": 4, "max_resource": 16, "reduction_factor": 2}
 TRAINING = {"max_steps": 16, "learning_rate": 0.01, "lr_scheduler_type": "linear"}
@@ -82,3 +83,18 @@ def test_the_spec_lays_the_schedule_out_for_max_resource(tmp_path):
     spec = load_study_spec(asha_study(tmp_path, training={"max_steps": None}))
     assert spec.training_arguments("x").max_steps == 16
     assert yaml.safe_load((tmp_path / "study.yaml").read_text())["study"]["scheduler"]["max_resource"] == 16
+
+
+def test_a_paused_trial_ended_as_hopeless_shows_pruned_in_the_experiment_store(tmp_path):
+    """Found by bench/chaos.py: a paused trial that ASHA ended PRUNED (it could no longer be promoted) stayed "paused"
+    in the experiment store, where the dashboards and `hpo status` read it."""
+    path = asha_study(tmp_path / "asha", n_trials=4, tracking={"store": True})
+    run_study(path, workers=1, dry_run=False)
+    pruned = [t for t in trials(tmp_path / "asha") if t.state == TrialState.PRUNED]
+    assert pruned
+    store = open_store(load_study_spec(path).store_url)
+    for trial in pruned:
+        run = store.run(f"test/trial-{trial.number}")
+        assert run["status"] == "pruned", trial.number
+        (event,) = store.events(f"test/trial-{trial.number}", kind="pruned")
+        assert event["data"]["step"] == trial.user_attrs["pruned_step"]

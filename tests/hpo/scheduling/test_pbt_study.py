@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import subprocess
 
 import pytest
 import safetensors.torch
 import torch
+from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 from scheduler_support import kill_quietly, start_hpo, trials, wait_for
 from study_task import write_study
 
 from hpo.cli import main
+from hpo.spec import load_study_spec
 from hpo.storage.lineage import latest_by_member, member_of, members, schedule, segments
+from hpo.storage.study_db import open_study
 from hpo.study import run_study
+from hpo.tracking.store import open_store
 
 PBT = {
     "type": "pbt",
@@ -129,3 +135,31 @@ def test_a_killed_run_continues_with_no_member_lost(tmp_path):
         assert scored == {4, 8} and all(
             math.isfinite(v) for t in chain for v in t.intermediate_values.values()
         )
+
+
+def test_a_retried_member_records_its_retry_once_however_often_it_pauses(tmp_path):
+    """Found by bench/chaos.py: each piece of a retried member (it pauses at every interval and is resumed in a new
+    process) recorded "retried" again, so the store showed one retry per interval."""
+    folder = tmp_path / "retried"
+    path = pbt_study(
+        folder,
+        study={"scheduler": {**PBT, "population": 2, "max_resource": 8}},
+        tracking={"store": True},
+    )
+    spec = load_study_spec(path)
+    crashed = open_study(spec).ask({"learning_rate": FloatDistribution(1e-4, 0.5, log=True)})
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # the process that ran member 0 is gone: `hpo run` queues it again as it starts
+    for key, value in {"host": socket.gethostname(), "pid": dead.pid, "run_dir": spec.trial_dir(0)}.items():
+        crashed.set_user_attr(key, value)
+    process = start_hpo(folder, "run", "--workers", "1")
+    try:
+        output, _ = process.communicate(timeout=240)
+    finally:
+        kill_quietly(process)
+    assert process.returncode == 0, output
+    (retry,) = [t for t in trials(folder) if t.user_attrs.get("requeued_from_trial") == 0]
+    assert retry.state == TrialState.COMPLETE and sorted(retry.intermediate_values) == [4]  # paused once
+    store = open_store(spec.store_url)
+    (event,) = store.events(f"test/trial-{retry.number}", kind="retried")
+    assert event["data"]["requeued_from_trial"] == 0

@@ -1,0 +1,252 @@
+"""Fault injection ("chaos") for `hpo run`: studies of every kind, real processes, real signals, real storages.
+
+    python bench/chaos.py --faults 40                  # 40 faults in all, spread over runs of 1-3 faults each
+    python bench/chaos.py --faults 200 --seed 7 --out /tmp/chaos
+    python bench/chaos.py --kinds kill_trial,preempt --faults 10
+    python bench/chaos.py --replay 123456              # one run again, by the seed the report printed
+    python bench/chaos.py --postgres-url postgresql://... --postgres-data /tmp/hpo-pg   # also PostgreSQL (restarts)
+
+Each run draws, from its own seed (bench/chaos_plan.py), a study (Optuna median pruner, promotion ASHA, PBT, or
+retries with retry_on_exception), a storage (SQLite, or PostgreSQL when a URL is given: --postgres-url or
+$HPO_TEST_POSTGRES_URL), 1-3 workers, sometimes an `hpo worker` beside `hpo run`, and its faults (bench/chaos_faults.py):
+SIGKILL of a trial, a worker, or `hpo run` with its whole tree; SIGSTOP of a worker past the grace period, then SIGCONT;
+SIGTERM (a preemption); an exception in model_init, data or compute_metrics; an `hpo worker` whose writes fail
+(RLIMIT_FSIZE: a full disk); a PostgreSQL restart; a truncated or deleted checkpoint; a second `hpo run` at once.
+Each fault lands a seeded delay after the study's first trial starts running (or after the previous fault). After
+the faults, the harness does what a user would: runs the same `hpo run` command again until the study completes.
+Then it checks the invariants (bench/chaos_checks.py). Prints faults by kind, runs, violations (each with the run's
+seed and faults, to replay it) and the wall time; exits 1 on any violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from chaos_checks import check_all, load  # noqa: E402
+from chaos_faults import Session, inject  # noqa: E402
+from chaos_plan import FAULT_KINDS, Scenario, draw_scenario, write_study  # noqa: E402
+
+from hpo.spec import load_spec  # noqa: E402
+
+RUN_DEADLINE_S = 300.0  # one chaos run, faults and restarts included; past it the study "did not complete"
+MAX_RESTARTS = 12  # `hpo run` commands after the faults, before the study counts as stuck
+FIRST_TRIAL_WAIT_S = 60.0
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    runs: int = 0
+    wall_s: float = 0.0
+    violations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def run_one(scenario: Scenario, folder: Path, postgres_url: str | None, pg_data: Path | None) -> Outcome:
+    """Run the scenario's study with its faults, restart it until it completes, check the invariants."""
+    started = time.monotonic()
+    storage = postgres_url if scenario.postgres else None
+    path = write_study(folder, scenario, storage)
+    session = Session(
+        folder, storage, pg_data=pg_data if scenario.postgres else None, workers=scenario.workers
+    )
+    outcome = Outcome(scenario)
+    rng = random.Random(scenario.seed * 7919 + 1)  # picks the targets: which trial, which worker
+    try:
+        session.start("run")
+        if scenario.extra_worker:
+            session.start("worker")
+        wait_for_first_trial(session)
+        for fault in scenario.faults:
+            time.sleep(fault.delay)
+            if not session.alive(("run",)):
+                restart(session, outcome)
+                wait_for_first_trial(session)
+            inject(session, fault, rng)
+        finish(session, outcome, started)
+    finally:
+        session.end_all()
+    outcome.runs = session.runs
+    if not outcome.violations:
+        spec = load_spec(path)
+        outcome.violations += check_all(spec)  # type: ignore[arg-type]
+    outcome.violations += unexpected_output(session)
+    outcome.wall_s = time.monotonic() - started
+    return outcome
+
+
+def wait_for_first_trial(session: Session) -> None:
+    deadline = time.monotonic() + FIRST_TRIAL_WAIT_S
+    while time.monotonic() < deadline and not session.trials_now() and session.alive(("run",)):
+        time.sleep(0.1)
+
+
+def restart(session: Session, outcome: Outcome) -> None:
+    """Run the same command again, as a user would after the fault ended it."""
+    run = session.main_run()
+    if run is not None and run.process.returncode == 0 and not session.alive(("worker", "second_run")):
+        outcome.notes.append(f"hpo run exited 0 with the study not complete (log {run.log.name})")
+    session.start("run")
+
+
+def finish(session: Session, outcome: Outcome, started: float) -> None:
+    """Wait for `hpo run` (restarting it when it ended without completing the study), then for everything else."""
+    restarts = 0
+    while time.monotonic() - started < RUN_DEADLINE_S:
+        run = session.main_run()
+        if run is not None and run.process.poll() is None:
+            time.sleep(0.2)
+            continue
+        if run is not None and run.process.returncode == 0 and study_done(session):
+            break
+        if restarts >= MAX_RESTARTS:
+            outcome.violations.append(f"the study did not complete after {restarts} more runs of hpo run")
+            return
+        restarts += 1
+        restart(session, outcome)
+    else:
+        outcome.violations.append(f"the study did not complete within {RUN_DEADLINE_S:.0f} s")
+        return
+    deadline = time.monotonic() + 60
+    while (
+        session.alive() and time.monotonic() < deadline
+    ):  # `hpo worker`s and second runs leave by themselves
+        time.sleep(0.2)
+    for left in session.alive():
+        outcome.violations.append(
+            f"{left.role} pid {left.process.pid} still running 60 s after the study ended"
+        )
+
+
+def study_done(session: Session) -> bool:
+    """The study completed: no trial running or waiting, n_trials reached (the checks say it in detail)."""
+    spec = load_spec(session.folder / "study.yaml")
+    trials = load(spec)  # type: ignore[arg-type]
+    busy = [t for t in trials if not t.state.is_finished()]
+    ends = [t for t in trials if t.state.is_finished() and not t.user_attrs.get("requeued")]
+    return not busy and len(ends) >= (spec.study.n_trials or 0)  # type: ignore[union-attr]
+
+
+def unexpected_output(session: Session) -> list[str]:
+    """A traceback shown to the user is a defect (the disk-full worker's own is expected: its writes fail)."""
+    found = []
+    for started in session.started:
+        if started.role == "disk_full" or not started.log.exists():
+            continue
+        if "Traceback" in started.log.read_text(errors="replace"):
+            found.append(f"a traceback in the output of {started.role} ({started.log.name})")
+    return found
+
+
+# ---- the campaign -----------------------------------------------------------------------------------------------------
+def plan_runs(seed: int, faults: int, kinds: list[str], postgres: bool) -> list[Scenario]:
+    """Runs of 1-3 faults each until `faults` are planned; each run's own seed drawn from the campaign's."""
+    rng = random.Random(seed)
+    scenarios, planned = [], 0
+    while planned < faults:
+        count = min(rng.randint(1, 3), faults - planned)
+        scenarios.append(draw_scenario(rng.randrange(10**6), kinds, count, postgres))
+        planned += count
+    return scenarios
+
+
+def report(outcomes: list[Outcome], wall: float) -> dict:
+    injected = Counter(f.kind for o in outcomes for f in o.scenario.faults if f.injected)
+    missed = Counter(f.kind for o in outcomes for f in o.scenario.faults if not f.injected)
+    failing = [o for o in outcomes if o.violations]
+    print(
+        f"\nchaos: {len(outcomes)} studies, {sum(o.runs for o in outcomes)} hpo run commands, wall {wall:.0f} s"
+    )
+    print("faults injected by kind (and planned but with nothing to hit):")
+    for kind in sorted(set(injected) | set(missed)):
+        print(f"  {kind:<18} {injected[kind]:>4}   ({missed[kind]} missed)")
+    by_study = Counter(
+        o.scenario.study + ("/postgres" if o.scenario.postgres else "/sqlite") for o in outcomes
+    )
+    print("studies: " + ", ".join(f"{k} {v}" for k, v in sorted(by_study.items())))
+    print(f"invariant violations: {sum(len(o.violations) for o in failing)} in {len(failing)} studies")
+    for outcome in failing:
+        faults = [(f.kind, f.detail, f.target) for f in outcome.scenario.faults]
+        print(
+            f"  seed {outcome.scenario.seed} ({outcome.scenario.study}, replay: --replay {outcome.scenario.seed} "
+            f"--replay-faults {len(outcome.scenario.faults)} --kinds ...)"
+        )
+        print(f"    faults: {faults}")
+        for line in outcome.violations:
+            print(f"    - {line}")
+    return {
+        "studies": len(outcomes),
+        "runs": sum(o.runs for o in outcomes),
+        "wall_s": round(wall, 1),
+        "injected": dict(injected),
+        "missed": dict(missed),
+        "violations": [
+            {
+                "seed": o.scenario.seed,
+                "scenario": o.scenario.describe(),
+                "violations": o.violations,
+                "notes": o.notes,
+            }
+            for o in failing
+        ],
+        "notes": {o.scenario.seed: o.notes for o in outcomes if o.notes},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--faults", type=int, default=20, help="faults to inject in all, across runs")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--kinds", default=",".join(FAULT_KINDS), help="a comma-separated subset of the fault kinds"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="where the studies go (default: a new temp folder)"
+    )
+    parser.add_argument("--replay", type=int, default=None, help="run one study again by its seed")
+    parser.add_argument(
+        "--replay-faults", type=int, default=None, help="with --replay: how many faults it had"
+    )
+    parser.add_argument("--postgres-url", default=os.environ.get("HPO_TEST_POSTGRES_URL"))
+    parser.add_argument("--postgres-data", type=Path, default=os.environ.get("HPO_PG_DATA"))
+    args = parser.parse_args(argv)
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    unknown = sorted(set(kinds) - set(FAULT_KINDS))
+    if unknown:
+        parser.error(f"--kinds: unknown {', '.join(unknown)}; choose from {', '.join(FAULT_KINDS)}")
+    out = args.out or Path(__import__("tempfile").mkdtemp(prefix="hpo-chaos-"))
+    postgres = bool(args.postgres_url)
+    if args.replay is not None:
+        scenarios = [draw_scenario(args.replay, kinds, args.replay_faults or 3, postgres)]
+    else:
+        scenarios = plan_runs(args.seed, args.faults, kinds, postgres)
+    started, outcomes = time.monotonic(), []
+    for scenario in scenarios:
+        outcome = run_one(scenario, out / f"study-{scenario.seed}", args.postgres_url, args.postgres_data)
+        outcomes.append(outcome)
+        faults = ", ".join(f"{f.kind}{'' if f.injected else ' (missed)'}" for f in scenario.faults)
+        state = "ok" if not outcome.violations else f"{len(outcome.violations)} VIOLATIONS"
+        print(
+            f"seed {scenario.seed}: {scenario.study} on {'postgres' if scenario.postgres else 'sqlite'}, "
+            f"{scenario.workers} worker(s){' + hpo worker' if scenario.extra_worker else ''}: {faults}; "
+            f"{outcome.runs} runs, {outcome.wall_s:.0f} s: {state}",
+            flush=True,
+        )
+    summary = report(outcomes, time.monotonic() - started)
+    (out / "chaos.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(f"details: {out / 'chaos.json'}")
+    return 1 if summary["violations"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

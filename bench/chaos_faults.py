@@ -1,0 +1,286 @@
+"""Starting `hpo run` / `hpo worker` as a user would, finding their processes, and injecting one fault into them.
+
+A `Session` owns every process the harness started for one chaos run. Processes are found through psutil: a worker is
+a process running `hpo.scheduling.worker`; a trial is a child of a worker (the worker forks it).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+from chaos_plan import GRACE_S, Fault
+
+PREEMPT_WAIT_S = 60.0  # a SIGTERMed run saves at the next step and exits; it must not take longer than this
+
+
+@dataclass
+class Started:
+    role: str  # run | worker | second_run | disk_full
+    process: subprocess.Popen
+    log: Path
+
+
+@dataclass
+class Session:
+    folder: Path
+    storage: str | None  # the URL an `hpo worker` joins
+    pg_data: Path | None = None
+    workers: int = 1
+    started: list[Started] = field(default_factory=list)
+    runs: int = 0  # `hpo run` commands started, the first one included
+
+    # ---- starting commands ---------------------------------------------------------------------------------------
+    def command(self, verb: str) -> list[str]:
+        study = str(self.folder / "study.yaml")
+        if verb == "run":
+            return [
+                sys.executable,
+                "-m",
+                "hpo.cli",
+                "run",
+                study,
+                "--no-dry-run",
+                "--workers",
+                str(self.workers),
+            ]
+        url = self.storage or f"sqlite:///{self.folder / 'out' / 'study.db'}"
+        return [sys.executable, "-m", "hpo.cli", "worker", study, "--storage", url, "--workers", "1"]
+
+    def start(self, role: str, file_size_limit: int | None = None) -> Started:
+        """`hpo run` (role run / second_run) or `hpo worker` (worker / disk_full) in its own session, output to a
+        log file. `file_size_limit`: RLIMIT_FSIZE for it and everything it starts (writes past it fail: EFBIG)."""
+        verb = "run" if role in ("run", "second_run") else "worker"
+        log = self.folder / f"{role}-{len(self.started)}.log"
+        limit = file_size_limit
+
+        def prepare() -> None:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # as from a terminal (a background shell ignores it)
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        with log.open("w") as out:
+            process = subprocess.Popen(
+                self.command(verb),
+                cwd=self.folder,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+                preexec_fn=prepare,
+                start_new_session=True,
+            )
+        started = Started(role, process, log)
+        self.started.append(started)
+        if verb == "run":
+            self.runs += 1
+        return started
+
+    def main_run(self) -> Started | None:
+        runs = [s for s in self.started if s.role == "run"]
+        return runs[-1] if runs else None
+
+    def alive(self, roles: tuple[str, ...] = ("run", "worker", "second_run", "disk_full")) -> list[Started]:
+        return [s for s in self.started if s.role in roles and s.process.poll() is None]
+
+    # ---- finding processes ---------------------------------------------------------------------------------------
+    def tree(self, started: Started) -> list[psutil.Process]:
+        try:
+            root = psutil.Process(started.process.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def workers_now(self) -> list[psutil.Process]:
+        found = []
+        for started in self.alive():
+            for proc in self.tree(started):
+                try:
+                    if "hpo.scheduling.worker" in " ".join(proc.cmdline()):
+                        found.append(proc)
+                except psutil.Error:
+                    pass
+        return found
+
+    def trials_now(self) -> list[psutil.Process]:
+        found = []
+        for worker in self.workers_now():
+            try:
+                found += worker.children()
+            except psutil.Error:
+                pass
+        return found
+
+    def kill_tree(self, started: Started, signum: int = signal.SIGKILL) -> None:
+        """Signal a command and everything under it (collected first: a dead parent's children move to init)."""
+        for proc in self.tree(started):
+            try:
+                proc.send_signal(signum)
+            except psutil.Error:
+                pass
+        if signum == signal.SIGKILL:
+            started.process.wait()
+
+    def end_all(self) -> None:
+        for started in self.alive():
+            self.kill_tree(started)
+
+
+def pick(rng: random.Random, items: list[psutil.Process]) -> psutil.Process | None:
+    return rng.choice(sorted(items, key=lambda p: p.pid)) if items else None
+
+
+def wait_for(found: callable, timeout: float) -> list:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        items = found()
+        if items:
+            return items
+        time.sleep(0.1)
+    return []
+
+
+# ---- the faults ---------------------------------------------------------------------------------------------------
+def inject(session: Session, fault: Fault, rng: random.Random) -> None:
+    """Inject `fault` now; fill its target (what it hit) and `injected` (False: nothing to hit, e.g. no trial ran)."""
+    handler = HANDLERS[fault.kind]
+    target = handler(session, fault, rng)
+    fault.target, fault.injected = target or "", bool(target)
+
+
+def kill_trial(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    victim = pick(rng, wait_for(session.trials_now, 10.0))
+    return _signal(victim, signal.SIGKILL, "trial process")
+
+
+def kill_worker(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    victim = pick(rng, wait_for(session.workers_now, 10.0))
+    return _signal(victim, signal.SIGKILL, "worker")
+
+
+def kill_run(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    run = session.main_run()
+    if run is None or run.process.poll() is not None:
+        return None
+    session.kill_tree(run)
+    return f"hpo run pid {run.process.pid} and its tree"
+
+
+def stop_worker(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    victim = pick(rng, wait_for(session.workers_now, 10.0))
+    if _signal(victim, signal.SIGSTOP, "worker") is None:
+        return None
+    time.sleep(GRACE_S + 2.0)  # longer than the grace period: its trial is found stale and queued again
+    _signal(victim, signal.SIGCONT, "worker")
+    return f"worker pid {victim.pid} stopped {GRACE_S + 2.0:.0f} s"
+
+
+def preempt(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    run = session.main_run()
+    if run is None or run.process.poll() is not None:
+        return None
+    run.process.send_signal(signal.SIGTERM)
+    try:
+        run.process.wait(PREEMPT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        session.kill_tree(run)
+        return f"hpo run pid {run.process.pid}: SIGTERM, still running after {PREEMPT_WAIT_S:.0f} s (killed)"
+    return f"hpo run pid {run.process.pid}: SIGTERM, exit {run.process.returncode}"
+
+
+def exception(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    (session.folder / f"raise-{fault.detail}").touch()
+    return f"{fault.detail} raises in the next trial that calls it"
+
+
+def disk_full(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    started = session.start("disk_full", file_size_limit=int(fault.detail))
+    return f"hpo worker pid {started.process.pid} with files limited to {int(fault.detail) // 1024} KiB"
+
+
+def pg_restart(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    if session.pg_data is None:
+        return None
+    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    if not bins:
+        return None
+    log = str(session.pg_data / "server.log")  # without -l the server would hold our pipe open for its life
+    command = [
+        str(bins[-1]),
+        "-D",
+        str(session.pg_data),
+        "-l",
+        log,
+        "-w",
+        "-t",
+        "60",
+        "-m",
+        "fast",
+        "restart",
+    ]
+    if os.getuid() == 0:
+        command = ["runuser", "-u", "postgres", "--", *command]
+    done = subprocess.run(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=90, check=False
+    )
+    return "postgres restarted" if done.returncode == 0 else None
+
+
+def damage_checkpoint(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    folders = sorted((session.folder / "out").glob("trial-*/checkpoint-*"))
+    folders = [f for f in folders if f.is_dir()]
+    if not folders:
+        return None
+    folder = rng.choice(folders)
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    try:
+        if fault.detail == "delete_folder" or not files:
+            for path in files:
+                path.unlink(missing_ok=True)
+            folder.rmdir()
+            return f"deleted {folder.relative_to(session.folder)}"
+        path = rng.choice(files)
+        if fault.detail == "truncate":
+            with path.open("r+b") as handle:
+                handle.truncate(path.stat().st_size // 2)
+            return f"truncated {path.relative_to(session.folder)}"
+        path.unlink()
+        return f"deleted {path.relative_to(session.folder)}"
+    except OSError:
+        return None  # the retention rules deleted it first
+
+
+def second_run(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    started = session.start("second_run")
+    return f"a second hpo run, pid {started.process.pid}"
+
+
+def _signal(victim: psutil.Process | None, signum: int, what: str) -> str | None:
+    if victim is None:
+        return None
+    try:
+        victim.send_signal(signum)
+    except psutil.Error:
+        return None
+    return f"{what} pid {victim.pid}"
+
+
+HANDLERS = {
+    "kill_trial": kill_trial,
+    "kill_worker": kill_worker,
+    "kill_run": kill_run,
+    "stop_worker": stop_worker,
+    "preempt": preempt,
+    "exception": exception,
+    "disk_full": disk_full,
+    "pg_restart": pg_restart,
+    "damage_checkpoint": damage_checkpoint,
+    "second_run": second_run,
+}
