@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
 from hpo.errors import ConfigError, HpoError
@@ -58,7 +58,18 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
     """A safetensors file, refused by name when missing (a pickle beside it is never read instead)."""
     if not path.is_file():
         raise ConfigError(f"{path.parent}: no {path.name}{pickle_note(path.parent)}; export the model again")
-    return load_file(str(path))
+    return _load_safetensors(path)
+
+
+def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """safetensors' load, with a damaged file (cut short by a full disk, overwritten) named in one line."""
+    try:
+        return load_file(str(path))
+    except SafetensorError as error:
+        raise HpoError(
+            f"{path}: not a readable safetensors file ({error}): it was cut short or damaged after it was written; "
+            "export another trial (--trial N), or train this one again (hpo retrain)"
+        ) from None
 
 
 def consolidate_fsdp_shards(
@@ -94,7 +105,7 @@ def _world_size(path: Path) -> int | None:
 
 
 def _model_tensors(path: Path) -> dict[str, torch.Tensor]:
-    tensors = load_file(str(path))
+    tensors = _load_safetensors(path)
     return {name[len("model.") :]: t for name, t in tensors.items() if name.startswith("model.")}
 
 

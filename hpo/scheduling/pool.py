@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
+import sqlalchemy.exc
 from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 from rich.live import Live
@@ -292,6 +293,7 @@ def _watch(
     reporter = _FinishedTrials(study, report)
     eta = EtaEstimator()
     live = Live(console=console, auto_refresh=False, transient=False) if console.is_terminal else None
+    storage = _StorageWatch(pool)
     with live if live is not None else _nothing():
         last_refresh = 0.0
         while pool.poll():
@@ -300,14 +302,43 @@ def _watch(
             if time.monotonic() - last_refresh < 1.0:
                 continue
             last_refresh = time.monotonic()
-            reporter.report_new(console if live is None else live.console)
-            if live is not None:
-                live.update(
-                    render_table(read_slot_status(pool.status_dir), study_counts(study), n_trials, eta)
-                )
+            storage.read(lambda: reporter.report_new(console if live is None else live.console))
+            counts = storage.read(lambda: study_counts(study))
+            if live is not None and counts is not None:
+                live.update(render_table(read_slot_status(pool.status_dir), counts, n_trials, eta))
                 live.refresh()
-        reporter.report_new(console if live is None else live.console)
+        storage.read(lambda: reporter.report_new(console if live is None else live.console))
         _say(pool, console if live is None else live.console)
+
+
+class _StorageWatch:
+    """The live view reads the study's storage every second. A database that stops answering for a while (a
+    PostgreSQL restart, a network hiccup) must not end `hpo run`: the workers retry on their own, or die and are
+    restarted; the view says so once and reads again at the next tick."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self.failing_since: float | None = None
+
+    def read(self, what: Callable[[], Any]) -> Any:
+        try:
+            result = what()
+        except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.DBAPIError) as error:
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
+                reason = (
+                    str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+                )
+                self.pool.notices.append(
+                    f"the study's storage did not answer ({reason}); retrying every second"
+                )
+            return None
+        if self.failing_since is not None:
+            self.pool.notices.append(
+                f"the study's storage answers again (after {time.monotonic() - self.failing_since:.0f} s)"
+            )
+            self.failing_since = None
+        return result
 
 
 def _say(pool: WorkerPool, console: Console) -> None:

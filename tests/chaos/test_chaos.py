@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from chaos import run_one  # noqa: E402
 from chaos_plan import Fault, Scenario  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.chaos
 
 # One study per kind, its faults chosen so that every kind of fault lands on some study.
 SQLITE_SCENARIOS = [

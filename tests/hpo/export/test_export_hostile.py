@@ -115,3 +115,15 @@ def test_a_checkpoint_with_a_pickle_instead_of_safetensors_is_refused_by_name(tm
     assert code == 2, err
     assert "pytorch_model.bin is a pickle, and weights are read from safetensors only" in err
     assert len(err.splitlines()) == 1 and not marker.exists() and not (tmp_path / "e").exists()
+
+
+def test_a_damaged_weights_file_is_named_in_one_line(tmp_path, capsys):
+    """A model.safetensors cut short after it was written (found by bench/chaos.py: a full disk, a truncated copy)."""
+    path = write_study(tmp_path / "study", study={"n_trials": 1, "keep_checkpoints": {"top_k": None}})
+    assert _cli(["run", str(path), "--in-process", "--no-dry-run"], capsys)[0] == 0
+    for weights in (tmp_path / "study" / "out" / "trial-0").glob("checkpoint-*/model.safetensors"):
+        weights.write_bytes(weights.read_bytes()[:100])
+    code, err = _export(path, tmp_path / "e", capsys)
+    assert code == 1, err
+    assert "model.safetensors: not a readable safetensors file (" in err and "export another trial" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and not (tmp_path / "e").exists()
