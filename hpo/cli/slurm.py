@@ -80,11 +80,15 @@ def run_on_slurm(
     job = SlurmJob(spec, study_file, tasks=tasks, overrides=overrides, n_trials=n_trials, timeout=timeout)
     job_id = _submit(job, url)
     submitted_s = time.monotonic() - started
+    console.print(f"study [bold]{spec.study.name}[/] on {redact(url)}")
     console.print(
-        f"study [bold]{spec.study.name}[/] on {redact(url)}: submitted SLURM job {job_id} ({tasks} task"
-        f"{'' if tasks == 1 else 's'}, logs in {job.log_dir}) in {submitted_s:.1f} s"
+        f"submitted SLURM job {job_id} ({tasks} task{'' if tasks == 1 else 's'}) in {submitted_s:.1f} s; "
+        f"logs in {job.log_dir}",
+        soft_wrap=True,  # a path cut in two cannot be copied
     )
-    console.print(f"follow it with: hpo status {study_file}; cancel it with: hpo cancel {study_file}")
+    console.print(
+        f"follow it with: hpo status {study_file}; cancel it with: hpo cancel {study_file}", soft_wrap=True
+    )
     if detach:
         return spec, None
     _follow(study, job_id, tasks, report, console)
