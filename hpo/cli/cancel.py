@@ -16,7 +16,7 @@ from hpo.integrations.slurm import cancel as scancel
 @click.command("cancel", short_help=summary("cancel"))
 @study_arguments
 def cancel(study_file: Path, storage: str | None, overrides: tuple[str, ...]) -> None:
-    """Cancel the SLURM jobs of a study.
+    """Cancel a study's SLURM jobs.
 
     Cancels every job `hpo run --launcher slurm` submitted for the study in STUDY_FILE that still has a task pending
     or running. SLURM sends each task SIGTERM: its running trial saves a checkpoint and is queued again, so the next
