@@ -34,6 +34,7 @@ ACTIVE_STATES = frozenset(
     {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING"}
 )
 ENDED = "ended"  # a task neither squeue nor sacct lists any more: it ended a while ago
+UNKNOWN = "unknown (no squeue on this machine)"
 COMMAND_TIMEOUT_S = 30
 
 
@@ -180,6 +181,10 @@ def recorded_jobs(output_dir: str) -> list[dict]:
 def task_states(job_id: str, tasks: int) -> dict[int, str]:
     """Each array task's state: squeue's while the controller remembers the task, sacct's where accounting runs,
     else `ended`."""
+    if (
+        shutil.which("squeue") is None
+    ):  # `hpo status` on a machine outside the cluster: the tasks cannot be asked
+        return dict.fromkeys(range(tasks), UNKNOWN)
     states = _squeue_states(job_id)
     missing = [task for task in range(tasks) if task not in states]
     if missing:

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from hpo.errors import ConfigError
-from hpo.integrations.slurm import STORAGE_VARIABLE, SlurmJob, _parse_task_lines, job_script, require_sbatch
+from hpo.integrations.slurm import (
+    STORAGE_VARIABLE,
+    UNKNOWN,
+    SlurmJob,
+    _parse_task_lines,
+    job_script,
+    require_sbatch,
+    task_states,
+)
 from hpo.spec import SpecError, parse_study_spec
 
 STUDY = {
@@ -148,3 +156,8 @@ def test_sbatch_missing_is_one_line_naming_the_fix(monkeypatch):
 def test_squeue_and_sacct_lines_give_each_array_tasks_state():
     text = "12_0 RUNNING\n12_1 PENDING\n12_[2-3] PENDING\n13_0 RUNNING\n12_4 CANCELLED by 0\n12.batch COMPLETED\n"
     assert _parse_task_lines(text, "12") == {0: "RUNNING", 1: "PENDING", 4: "CANCELLED"}
+
+
+def test_outside_the_cluster_task_states_are_unknown_not_an_error(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert task_states("12", 2) == {0: UNKNOWN, 1: UNKNOWN}
