@@ -37,3 +37,13 @@ def start_ahead(
         return start_workers_ahead(resources, output_dir, workers=workers, gpus=gpus)
     except (ConfigError, ValueError, yaml.YAMLError, OSError, TypeError, AttributeError):
         return None
+
+
+def file_launcher(study_file: Path, overrides: Sequence[str]) -> str:
+    """The file's `launcher.type` (with the --set overrides), read as cheaply as the slots are: `hpo run` must know
+    whether to start local workers before it checks the whole file. Unreadable: local (the full check says why)."""
+    try:
+        launcher = apply_overrides(load_yaml_file(study_file), list(overrides)).get("launcher") or {}
+        return str(launcher.get("type") or "local")
+    except (ConfigError, ValueError, yaml.YAMLError, OSError, TypeError, AttributeError):
+        return "local"

@@ -35,6 +35,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "export": CommandEntry("hpo.cli.export:export", "Export the best model and check it reloads."),
     "retrain": CommandEntry("hpo.cli.retrain:retrain", "Train the best parameters again, from scratch."),
     "worker": CommandEntry("hpo.cli.worker:worker", "Run a study's trials on this machine too."),
+    "cancel": CommandEntry("hpo.cli.cancel:cancel", "Cancel a study's SLURM jobs."),
 }
 
 

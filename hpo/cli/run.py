@@ -10,7 +10,7 @@ import click
 from optuna.trial import FrozenTrial
 from rich.console import Console
 
-from hpo.cli.ahead import start_ahead
+from hpo.cli.ahead import file_launcher, start_ahead
 from hpo.cli.app import summary
 from hpo.cli.options import (
     dry_run_option,
@@ -37,6 +37,18 @@ if TYPE_CHECKING:
 @click.option(
     "--in-process", is_flag=True, help="Run every trial in this process, one after another (for debugging)."
 )
+@click.option(
+    "--launcher",
+    type=click.Choice(["local", "slurm"]),
+    default=None,
+    help="Where the workers run: processes on this machine (local), or a SLURM job array of --workers tasks "
+    "(default: the file's launcher.type, else local).",
+)
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="With --launcher slurm: return once the job is submitted (hpo status follows it).",
+)
 def run(
     study_file: Path,
     storage: str | None,
@@ -47,6 +59,8 @@ def run(
     gpus: str | None,
     dry_run: bool,
     in_process: bool,
+    launcher: str | None,
+    detach: bool,
 ) -> None:
     """Run a study, or continue it.
 
@@ -57,7 +71,8 @@ def run(
     \b
     Example:
       hpo run studies/digits_mlp.yaml --workers 2
-      hpo run studies/digits_mlp.yaml --n-trials 40    (again: raise the total and continue)"""
+      hpo run studies/digits_mlp.yaml --n-trials 40    (again: raise the total and continue)
+      hpo run studies/digits_mlp.yaml --launcher slurm --workers 8 --storage postgresql://user@db/hpo"""
     console = Console()
     gpu_ids = parse_gpus(gpus)  # a usage error before anything is loaded
     finished: list[FrozenTrial] = []
@@ -66,6 +81,27 @@ def run(
         finished.append(trial)
         console.print(trial_line(trial))
 
+    if (launcher or file_launcher(study_file, overrides)) == "slurm":
+        # Imported here: it loads the study manager and the dry run (torch, 1.5 s), which a local run defers until
+        # its workers have started (hpo.cli.ahead).
+        from hpo.cli.slurm import refuse_local_only_options, run_on_slurm
+
+        refuse_local_only_options(gpus, in_process)
+        spec, summary = run_on_slurm(
+            study_file,
+            storage,
+            overrides,
+            tasks=workers or 1,
+            n_trials=n_trials,
+            timeout=timeout,
+            dry_run=dry_run,
+            detach=detach,
+            report=report,
+            console=console,
+        )
+        if summary is not None:
+            _print_summary(console, summary, finished, n_trials or spec.study.n_trials)
+        return
     with trial_stops_say_how_to_continue():
         # The workers start first: their imports (torch, the trial code) then overlap with this process's own.
         ahead = None if in_process else start_ahead(study_file, overrides, workers, gpu_ids)
@@ -88,9 +124,15 @@ def run(
                 in_process=in_process,
                 ahead=ahead,
             )
+    _print_summary(console, summary, finished, n_trials or spec.study.n_trials)
+
+
+def _print_summary(
+    console: Console, summary: StudySummary, finished: list[FrozenTrial], n_trials: int | None
+) -> None:
     # An attempt queued again (out of GPU memory beside others, a crash) is not a trial this run finished: its retry is.
     ran = sum(1 for trial in finished if not trial.user_attrs.get("requeued"))
-    console.print(_run_line(summary, ran, n_trials or spec.study.n_trials))
+    console.print(_run_line(summary, ran, n_trials))
     if not summary.best_trials:
         console.print("no trial completed")
         return

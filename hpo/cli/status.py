@@ -4,6 +4,7 @@ each trial trained and the size of its checkpoint, which an adapter (peft:) stud
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -16,6 +17,7 @@ from rich.text import Text
 
 from hpo.cli.app import summary
 from hpo.cli.options import format_params, format_values, load_study, study_arguments
+from hpo.integrations.slurm import recorded_jobs, task_states
 from hpo.scheduling.rung_view import promotion_overhead, rung_rows, state_label, trial_path
 from hpo.scheduling.view import print_live_slots
 from hpo.spec import StudySpec
@@ -66,6 +68,7 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     if asha:
         _print_rungs(console, spec, study)
     print_live_slots(console, spec, spec.study.n_trials)  # the slots of a run in progress on this machine
+    _print_slurm_jobs(console, spec)
 
 
 # Columns that may wrap (between words); every other column keeps its cells whole on one line.
@@ -204,6 +207,26 @@ def _print_rungs(console: Console, spec: StudySpec, study: optuna.Study) -> None
             f"per promotion ({overhead['promotions']}): pause {overhead['pause_s']:.2f} s (save + exit), resume "
             f"{overhead['resume_s']:.2f} s (restart + restore, to the first step)"
         )
+
+
+def _print_slurm_jobs(console: Console, spec: StudySpec) -> None:
+    """The study's SLURM jobs (`hpo run --launcher slurm`), each task's state from squeue (or sacct), `ended` for a
+    task the cluster no longer lists. Nothing when the study was never submitted."""
+    jobs = recorded_jobs(spec.output_dir)
+    if not jobs:
+        return
+    table = Table(title="SLURM jobs")
+    for column in ("job", "tasks", "submitted", "task states"):
+        table.add_column(column, justify="left")
+    for job in jobs:
+        states = task_states(job["job_id"], job["tasks"])
+        counted: dict[str, list[int]] = {}
+        for task, state in states.items():
+            counted.setdefault(state.lower(), []).append(task)
+        text = "; ".join(f"{state}: {', '.join(map(str, tasks))}" for state, tasks in counted.items())
+        submitted = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job["submitted"]))
+        table.add_row(job["job_id"], str(job["tasks"]), submitted, text)
+    console.print(table)
 
 
 def _size(count: int | None) -> str:

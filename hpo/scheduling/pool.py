@@ -256,7 +256,8 @@ class _signals_to:
 
     def __enter__(self) -> _signals_to:
         if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            # SIGUSR1: SLURM's warning before a task's time limit (`--signal=B:USR1@60`, hpo.integrations.slurm).
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 self.previous[signum] = signal.signal(signum, self._on_signal)
         self.pool.start()
         return self

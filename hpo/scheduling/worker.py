@@ -104,17 +104,28 @@ class WorkerConfig:
 
 
 class StopRequests:
-    """SIGTERM/SIGINT count up: 1 = checkpoint and stop, 2 = stop at once."""
+    """SIGTERM/SIGINT count up: 1 = checkpoint and stop, 2 = stop at once.
+
+    A signal within `same_stop_s` of the one before is the same stop: a job scheduler (SLURM's scancel, its time
+    limit) signals every process of the job at once, so this worker hears SLURM's SIGTERM and the one its pool
+    forwards a moment later; counted twice, it would kill its trial instead of letting it save. (A second Ctrl-C never
+    comes this way: the pool answers it with SIGKILL.)"""
+
+    same_stop_s = 5.0
 
     def __init__(self) -> None:
         self.level = 0
+        self.last_at = float("-inf")
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        self.level += 1
+        now = time.monotonic()
+        if now - self.last_at >= self.same_stop_s:
+            self.level += 1
+        self.last_at = now
 
 
 def worker_identity() -> str:

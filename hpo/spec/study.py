@@ -20,6 +20,7 @@ from hpo.spec.base import Section
 from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stopping
 from hpo.spec.errors import FieldProblem, SpecError, join_path, problems_from_validation_error
 from hpo.spec.extras import check_strategy_installed
+from hpo.spec.launcher import LauncherSpec
 from hpo.spec.names import check_plain_name
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.pbt import PbtSchedulerSpec, check_pbt
@@ -165,6 +166,7 @@ class StudySpec(Section):
     training: dict[str, Any] = {}
     search_space: dict[str, ParamSpec] = {}
     resources: ResourcesSpec = ResourcesSpec()
+    launcher: LauncherSpec = LauncherSpec()  # where `hpo run` starts the workers (hpo.spec.launcher)
     callbacks: list[CallbackSpec] = []
     tracking: TrackingSpec = TrackingSpec()
     export: ExportSpec = ExportSpec()
