@@ -10,13 +10,6 @@ import subprocess
 import pytest
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # Until pyproject.toml lists it (the lead's edit), so `-m slurm` runs without an unknown-marker warning.
-    config.addinivalue_line(
-        "markers", "slurm: needs the loopback SLURM cluster of .ci/slurm.sh and PostgreSQL"
-    )
-
-
 @pytest.fixture
 def slurm_cluster() -> None:
     """An idle node answers `sinfo`, or the test skips (fails under CI)."""
