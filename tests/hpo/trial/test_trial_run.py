@@ -77,3 +77,22 @@ def test_user_attributes_of_a_completed_trial(tmp_path: Path) -> None:
     assert attrs["duration_s"] > 0
     assert attrs["error"] is None and attrs["pruned_step"] is None
     assert set(attrs["final_metrics"]) >= {"eval_loss", "eval_accuracy"}
+
+
+def test_a_resumed_trial_adds_its_training_time_to_the_pieces_before(tmp_path: Path) -> None:
+    """A trial resumed after a pause (ASHA, PBT) reports all its training, not its last piece (`hpo status`' time)."""
+    spec = load_study_spec(write_study(tmp_path, study={"pruner": {"type": "none"}}))
+    study = open_study(spec)
+    study.enqueue_trial({"learning_rate": 0.05})
+    first = study.ask()
+    done = run_trial(spec, study, first)
+    record_outcome(study, first, done)
+    study.enqueue_trial({"learning_rate": 0.05})
+    resumed = study.ask()
+    resumed.set_user_attr("duration_s", 100.0)  # what its earlier pieces took, as a paused trial carries it
+    outcome = run_trial(spec, study, resumed, resume_from=str(tmp_path / "out" / "trial-0" / "checkpoint-8"))
+    assert outcome.state == TrialState.COMPLETE, outcome.error
+    assert 100.0 < outcome.user_attrs["duration_s"] < 100.0 + done.user_attrs["duration_s"] + 5
+    fresh = study.ask()
+    fresh.set_user_attr("duration_s", 100.0)  # not resumed: an attribute from elsewhere is not added
+    assert run_trial(spec, study, fresh).user_attrs["duration_s"] < 100.0
