@@ -60,6 +60,8 @@ class SimTrial:
     resumes: int = 0
     state: str = "running"  # running, paused, complete, pruned
     rung: RungTrial | None = None  # ASHA only
+    evaluated_at: list[float] = field(default_factory=list)
+    ended_at: float | None = None  # told COMPLETE or PRUNED
 
 
 @dataclass
@@ -204,19 +206,24 @@ class Simulation:
         if sim.best is None or self.rec.better(value, sim.best):
             sim.best = value
         self.out.trace.append((at, value))
-        if sim.done == len(self.rec.steps):
+        sim.evaluated_at.append(at)
+        last = sim.done == len(self.rec.steps)
+        if self.method.pruner is not None:
+            # hpo.trial.pruning: every evaluation is reported and may prune, the last one too. Without a pruner hpo
+            # adds no pruning callback, and reports nothing.
+            sim.trial.report(value, step)
+            if sim.trial.should_prune():
+                self.tell(sim, TrialState.PRUNED, value, at)
+                self.free(worker, at)
+                return
+        if last:
             score = sim.best if self.rec.objective == "best" else value
-            self.tell(sim, TrialState.COMPLETE, score)
+            self.tell(sim, TrialState.COMPLETE, score, at)
             self.free(worker, at)
         elif self.method.asha:
             self.at_rung_or_on(worker, sim, step, value, at)
         else:
-            sim.trial.report(value, step)
-            if sim.trial.should_prune():
-                self.tell(sim, TrialState.PRUNED, value)
-                self.free(worker, at)
-            else:
-                self.schedule(worker, sim, at)
+            self.schedule(worker, sim, at)
 
     def at_rung_or_on(self, worker: int, sim: SimTrial, step: int, value: float, at: float) -> None:
         """hpo.scheduling.promotion.rung_decider: record the rung value, then train on in place only when the rule
@@ -247,10 +254,11 @@ class Simulation:
             sim = self.by_number(out.number)
             assert sim.rung is not None
             sim.rung.paused = False
-            self.tell(sim, TrialState.PRUNED, sim.rung.values[sim.rung.rung])
+            self.tell(sim, TrialState.PRUNED, sim.rung.values[sim.rung.rung], at)
 
-    def tell(self, sim: SimTrial, state: TrialState, value: float) -> None:
+    def tell(self, sim: SimTrial, state: TrialState, value: float, at: float) -> None:
         sim.state = "complete" if state == TrialState.COMPLETE else "pruned"
+        sim.ended_at = at
         if sim.rung is not None:
             sim.rung.running = False
         values = value if math.isfinite(value) else None
