@@ -10,4 +10,5 @@ simulate.py   one method, one seed: Optuna samplers/pruners and hpo's ASHA rule 
 methods.py    the methods compared (sampler + pruner, or sampler + promotion ASHA)
 figures.py    time to target, best at fractions of the budget, compute; medians and IQR over seeds
 run.py        the table
+crosscheck.py a real `hpo run` (one worker, enqueued recorded configurations) against the simulator
 """

@@ -127,8 +127,12 @@ def conditions(problem: Problem, started: float) -> dict[str, Any]:
         "torch": torch.__version__,
         "optuna": optuna.__version__,
         "python": platform.python_version(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "load_average_at_start": os.getloadavg()[0],
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        ),  # of the last write
+        "load_average_1min": os.getloadavg()[
+            0
+        ],  # at the last write: other work on the machine slows the curves
         "recording_wall_s": round(time.perf_counter() - started, 1),
         "checkpoints": "none (save_strategy: no)",
     }

@@ -77,8 +77,13 @@ def against_best_other(summaries: dict[str, dict[str, Spread]]) -> list[str]:
     for q in QUANTILES:
         key = f"to_q{round(q * 100)}_s"
         name, best = min(others.items(), key=lambda item: item[1][key].median)
-        ratio = ours[key].median / best[key].median if math.isfinite(best[key].median) else math.nan
-        lines.append(f"{HPO_METHOD} / best other ({name}), time to q{round(q * 100)}: {ratio:.2f}x")
+        if not math.isfinite(best[key].median):
+            text = "no method reached it on most seeds"
+        elif not math.isfinite(ours[key].median):
+            text = f"{HPO_METHOD} did not reach it on most seeds, {name} in {best[key].median:.1f} s"
+        else:
+            text = f"{ours[key].median / best[key].median:.2f}x"
+        lines.append(f"{HPO_METHOD} / best other ({name}), time to q{round(q * 100)}: {text}")
     for f in FRACTIONS:
         key = f"best_at_{f:g}"
         name, best = max(others.items(), key=lambda item: item[1][key].median)

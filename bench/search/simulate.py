@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -98,6 +100,8 @@ class Simulation:
         budget_s: float,
         n_trials: int | None,
         costs: Costs,
+        enqueue: Sequence[dict[str, Any]] = (),
+        study_name: str | None = None,
     ) -> None:
         self.rec, self.method, self.costs = recording, method, costs
         self.budget_s, self.n_trials, self.workers = budget_s, n_trials, workers
@@ -105,7 +109,7 @@ class Simulation:
         storage = optuna.storages.InMemoryStorage()
         direction = "maximize" if recording.maximize else "minimize"
         # The study's own name: Hyperband assigns brackets from a hash of it and the trial number.
-        name = self.spec.study.name
+        name = study_name or self.spec.study.name
         optuna.create_study(storage=storage, study_name=name, direction=direction)
         self.studies = [
             optuna.load_study(
@@ -116,6 +120,10 @@ class Simulation:
             )
             for w in range(workers)
         ]
+        for (
+            params
+        ) in enqueue:  # as a study file's `enqueue:`: asked before the sampler draws (hpo: ask_queued)
+            self.studies[0].enqueue_trial(dict(params))
         self.levels = list(recording.problem.asha_levels)
         self.events: list[tuple[float, int, int, SimTrial]] = []  # (time, sequence, worker, trial)
         self.sequence = 0
@@ -283,6 +291,8 @@ def simulate(
     budget_s: float | None = None,
     n_trials: int | None = None,
     costs: Costs | None = None,
+    enqueue: Sequence[dict[str, Any]] = (),
+    study_name: str | None = None,
 ) -> Outcome:
     """`budget_s` defaults to the problem's wall budget (`budget_of`); `n_trials` None: configurations until the
     budget is spent (as `hpo run --timeout`)."""
@@ -295,6 +305,8 @@ def simulate(
         budget_s if budget_s is not None else budget_of(recording),
         n_trials,
         costs or Costs.of(recording),
+        enqueue,
+        study_name,
     ).run()
 
 
