@@ -31,16 +31,16 @@ from bench.search.figures import FRACTIONS, QUANTILES, RunFigures, Spread, run_f
 from bench.search.methods import HPO_METHOD, Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
-from bench.search.simulate import budget_of, simulate  # noqa: E402
+from bench.search.simulate import Costs, budget_of, simulate  # noqa: E402
 
 
 def run_method(
-    recording: Recording, method: Method, seeds: int, budget_s: float, n_trials: int | None
+    recording: Recording, method: Method, seeds: int, budget_s: float, n_trials: int | None, costs: Costs
 ) -> list[RunFigures]:
     targets = {q: recording.target(q) for q in QUANTILES}
     runs = []
     for seed in range(seeds):
-        outcome = simulate(recording, method, seed, budget_s=budget_s, n_trials=n_trials)
+        outcome = simulate(recording, method, seed, budget_s=budget_s, n_trials=n_trials, costs=costs)
         runs.append(run_figures(outcome, targets, budget_s, recording.maximize))
     return runs
 
@@ -103,6 +103,9 @@ def main() -> None:
     parser.add_argument("--n-trials", type=int, help="configurations per run instead of a time limit")
     parser.add_argument("--budget-x", type=float, default=1.0, help="the wall budget times this")
     parser.add_argument("--only", help="comma-separated method names")
+    parser.add_argument("--start-s", type=float, help="per-trial start cost (default: the problem's)")
+    parser.add_argument("--pause-s", type=float, help="cost of a pause (default: the problem's)")
+    parser.add_argument("--resume-s", type=float, help="cost of a resume (default: the problem's)")
     parser.add_argument("--json", type=Path, help="default: runs/bench_search_<problem>.json")
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -113,17 +116,24 @@ def main() -> None:
         m for m in methods_for(recording.problem) if not options.only or m.name in options.only.split(",")
     ]
     targets = {q: recording.target(q) for q in QUANTILES}
+    default = Costs.of(recording)
+    costs = Costs(
+        default.start_s if options.start_s is None else options.start_s,
+        default.pause_s if options.pause_s is None else options.pause_s,
+        default.resume_s if options.resume_s is None else options.resume_s,
+    )
     print(
         f"{options.problem}: {len(recording.curves)} recorded configurations, targets "
         + ", ".join(f"q{round(q * 100)} {t:.4f}" for q, t in targets.items())
         + f"; budget {budget_s:.1f} s wall on {recording.problem.workers} workers"
         + (f", {options.n_trials} configurations" if options.n_trials else " (a time limit)")
-        + f"; {seeds} seeds; median [25th, 75th percentile] (seeds that reached it)"
+        + f"; {seeds} seeds; costs: start {costs.start_s} s, pause {costs.pause_s} s, resume {costs.resume_s} s"
+        + "; median [25th, 75th percentile] (seeds that reached it)"
     )
     started = time.perf_counter()
     per_seed: dict[str, list[RunFigures]] = {}
     for method in methods:
-        per_seed[method.name] = run_method(recording, method, seeds, budget_s, options.n_trials)
+        per_seed[method.name] = run_method(recording, method, seeds, budget_s, options.n_trials, costs)
     summaries = {name: summarise(runs) for name, runs in per_seed.items()}
     print(table(summaries))
     if HPO_METHOD in summaries and len(summaries) > 1:
@@ -136,6 +146,7 @@ def main() -> None:
         "seeds": seeds,
         "budget_s": budget_s,
         "n_trials": options.n_trials,
+        "costs": asdict(costs),
         "targets": {str(q): t for q, t in targets.items()},
         "recording": recording.conditions,
         "summary": {name: {k: asdict(v) for k, v in figures.items()} for name, figures in summaries.items()},
