@@ -17,7 +17,14 @@ from bench.search.problems import ROOT
 def test_a_real_hpo_run_takes_the_simulators_decisions(method, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "search" / "crosscheck.py"), "--method", method, "--trials", "9"],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "search" / "crosscheck.py"),
+            "--method",
+            method,
+            "--trials",
+            "9",
+        ],
         capture_output=True,
         text=True,
         timeout=600,
