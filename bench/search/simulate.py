@@ -125,7 +125,9 @@ class Simulation:
         ) in enqueue:  # as a study file's `enqueue:`: asked before the sampler draws (hpo: ask_queued)
             self.studies[0].enqueue_trial(dict(params))
         self.levels = list(recording.problem.asha_levels)
-        self.events: list[tuple[float, int, int, SimTrial]] = []  # (time, sequence, worker, trial)
+        # (time, sequence, worker, trial): the end of the trial's next evaluation; trial None: the worker is free
+        # (a pause's save and exit are done), so it claims work at that moment, with the rung tables of that moment.
+        self.events: list[tuple[float, int, int, SimTrial | None]] = []
         self.sequence = 0
         self.idle: list[tuple[int, float]] = []  # (worker, since)
         self.busy_since: dict[int, float] = {}
@@ -140,7 +142,10 @@ class Simulation:
             if at > self.budget_s:
                 self.out.end_s = self.budget_s
                 break
-            self.evaluated(worker, trial, at)
+            if trial is None:
+                self.free(worker, at)
+            else:
+                self.evaluated(worker, trial, at)
             self.wake_idle(at)
         else:  # nothing left to run before the budget: every worker idle
             self.out.end_s = max([since for _, since in self.idle], default=0.0)
@@ -150,7 +155,9 @@ class Simulation:
 
     def schedule(self, worker: int, trial: SimTrial, at: float) -> None:
         """The trial's next evaluation ends one recorded segment after `at`."""
-        at += self.rec.curves[trial.config].segment_s[trial.done]
+        self.push(at + self.rec.curves[trial.config].segment_s[trial.done], worker, trial)
+
+    def push(self, at: float, worker: int, trial: SimTrial | None) -> None:
         heapq.heappush(self.events, (at, self.sequence, worker, trial))
         self.sequence += 1
 
@@ -251,7 +258,7 @@ class Simulation:
             self.schedule(worker, sim, at)
             return
         sim.state = "paused"
-        self.free(worker, at + self.costs.pause_s)
+        self.push(at + self.costs.pause_s, worker, None)
 
     def end_hopeless(self, at: float) -> None:
         """With n_trials, paused trials that can never be promoted end PRUNED at their rung (told to the sampler)."""
