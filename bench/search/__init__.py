@@ -1,0 +1,14 @@
+"""A search benchmark that tells methods apart: recorded learning curves replayed against a simulated clock.
+
+    python bench/search/record.py --problem digits      # train the recorded configurations once (minutes)
+    python bench/search/run.py --problem digits --seeds 30   # every method on 30 seeds, from the recording
+
+problems.py   what a problem is (study file, budget, rungs, workers) and the ones defined
+record.py     trains a problem's configurations with the study's task and our Trainer; writes data/<problem>.json.gz
+recording.py  loads a recording and maps a sampled configuration to the nearest recorded one
+simulate.py   one method, one seed: Optuna samplers/pruners and hpo's ASHA rule driven event by event
+methods.py    the methods compared (sampler + pruner, or sampler + promotion ASHA)
+figures.py    time to target, best at fractions of the budget, compute; medians and IQR over seeds
+run.py        the table
+crosscheck.py a real `hpo run` (one worker, enqueued recorded configurations) against the simulator
+"""

@@ -1,0 +1,66 @@
+"""The methods compared: a searcher (which configuration next: Optuna's random or the study's TPE) with a scheduler
+(none, an Optuna pruner that stops trials, or hpo's promotion ASHA that pauses and resumes them).
+
+The sampler and pruner objects are built by hpo's own code from the same sections a study file holds
+(`SamplerSpec`, `PrunerSpec`, `build_sampler`'s per-worker seed offset), so a method here is what `hpo run` would run
+with that study file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from bench.search.problems import Problem
+from hpo.spec import StudySpec
+from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
+from hpo.storage.study_db import build_sampler, seed_offset
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    sampler: str  # "random", or "study": the study file's sampler section (TPE for digits)
+    pruner: dict[str, Any] | None = None  # a study file's `pruner:` section (stop-type)
+    asha: bool = False  # hpo's promotion ASHA at the problem's levels (pause and resume)
+    in_place: bool = True  # ASHA's continue_in_place (hpo's default)
+
+    def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
+        """Worker `worker`'s sampler in a run seeded `seed`: hpo seeds each worker apart (`seed_offset`)."""
+        section = (
+            SamplerSpec(type="random", seed=seed)
+            if self.sampler == "random"
+            else spec.study.sampler.model_copy(update={"seed": seed})
+        )
+        seeded = spec.model_copy(update={"study": spec.study.model_copy(update={"sampler": section})})
+        return build_sampler(seeded, seed_offset=seed_offset(worker, 0))
+
+    def pruner_object(self) -> optuna.pruners.BasePruner:
+        return PrunerSpec(**self.pruner).build() if self.pruner else optuna.pruners.NopPruner()
+
+
+def methods_for(problem: Problem) -> list[Method]:
+    low, eta = problem.pruner_min_steps, problem.eta
+    return [
+        Method("random", "random"),
+        Method("tpe", "study"),
+        Method(
+            "tpe+sh", "study", {"type": "successive_halving", "min_resource": low, "reduction_factor": eta}
+        ),
+        Method(
+            "tpe+hyperband",
+            "study",
+            {
+                "type": "hyperband",
+                "min_resource": low,
+                "max_resource": problem.steps,
+                "reduction_factor": eta,
+            },
+        ),
+        Method("random+asha", "random", asha=True),
+        Method("tpe+asha", "study", asha=True),
+    ]
+
+
+HPO_METHOD = "tpe+asha"  # the method the table compares with the best of the others

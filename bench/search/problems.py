@@ -1,0 +1,63 @@
+"""What a recorded search problem is: a small description that other problems (LoRA on MiniLM, a small LM) fill in
+the same way. The search space, the training section and the task come from the study file itself, so the recording
+trains exactly what `hpo run` on that file would train; the rest says how much of it to record and how a study on it
+is run (its workers, its configuration count) for the simulated budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    study: Path  # the study file: search space, task, training section, metric and direction
+    configurations: int  # how many configurations the recording draws from the search space
+    draw_seed: int  # the seed of that draw (a RandomSampler over the study's space)
+    steps: int  # the full budget of one trial, in global steps
+    eval_every: int  # global steps between two evaluations: the points a pruner or a rung can act at
+    n_trials: int  # the study's configuration count; with `workers` it sets the simulated wall budget
+    workers: int
+    asha_levels: tuple[
+        int, ...
+    ]  # promotion ASHA's pause points, in global steps (rung_levels of the scheduler)
+    eta: int = 3
+    pruner_min_steps: int = 0  # Optuna's successive halving / Hyperband min_resource, in global steps
+    pause_s: float = 0.25  # measured cost of one pause (save + exit) on this problem
+    resume_s: float = (
+        0.8  # measured cost of one resume (claim, fork, data, model, restore, to the first step)
+    )
+    start_s: float = 0.2  # a worker's cost to start a trial beyond the recorded set-up (claim, fork, record)
+
+    @property
+    def rung_steps(self) -> list[int]:
+        """Every global step with an evaluation, the last one being the end of training."""
+        return list(range(self.eval_every, self.steps + 1, self.eval_every))
+
+    @property
+    def data_file(self) -> Path:
+        return DATA / f"{self.name}.json.gz"
+
+
+PROBLEMS = {
+    # studies/digits_mlp.yaml as it ships: 20 epochs of 45 steps (1,437 images at batch 32), an evaluation each epoch,
+    # 30 trials on 2 workers. ASHA as in bench/asha.py (epochs 1, 3, 9 -> 20, eta 3); the pruners' min_resource one
+    # epoch, Hyperband's max 20 epochs, as in the study file. Pause and resume costs: docs/studies.md (0.21-0.30 s to
+    # pause, 0.79-1.26 s to resume on digits over four runs).
+    "digits": Problem(
+        name="digits",
+        study=ROOT / "studies" / "digits_mlp.yaml",
+        configurations=300,
+        draw_seed=2023,
+        steps=900,
+        eval_every=45,
+        n_trials=30,
+        workers=2,
+        asha_levels=(45, 135, 405),
+        pruner_min_steps=45,
+    ),
+}

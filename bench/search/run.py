@@ -1,0 +1,160 @@
+"""Every method on many seeds of a recorded problem: the table that tells them apart.
+
+    python bench/search/run.py --problem digits --seeds 30     # about a minute on one core
+    python bench/search/run.py --quick                          # 3 seeds, well under a minute
+    python bench/search/run.py --n-trials 30                    # the study's n_trials instead of a time limit
+
+By default each run is `hpo run` with a time limit of the problem's wall budget (the study's n_trials trained to the
+end on its workers, at the median recorded trial cost) and no n_trials: early stopping buys more configurations.
+`--n-trials N` runs N configurations instead and ends when they are done (ASHA then ends hopeless trials at once).
+Targets are the 90th, 95th and 99th percentiles of the recorded configurations' final scores. The last lines give
+hpo's ASHA (tpe+asha) against the best other method on each figure. The JSON (every seed's figures) goes to --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.search.figures import FRACTIONS, QUANTILES, RunFigures, Spread, run_figures, summarise  # noqa: E402
+from bench.search.methods import HPO_METHOD, Method, methods_for  # noqa: E402
+from bench.search.problems import PROBLEMS  # noqa: E402
+from bench.search.recording import Recording, load  # noqa: E402
+from bench.search.simulate import Costs, budget_of, simulate  # noqa: E402
+
+
+def run_method(
+    recording: Recording, method: Method, seeds: int, budget_s: float, n_trials: int | None, costs: Costs
+) -> list[RunFigures]:
+    targets = {q: recording.target(q) for q in QUANTILES}
+    runs = []
+    for seed in range(seeds):
+        outcome = simulate(recording, method, seed, budget_s=budget_s, n_trials=n_trials, costs=costs)
+        runs.append(run_figures(outcome, targets, budget_s, recording.maximize))
+    return runs
+
+
+def cell(spread: Spread, digits: int, show_reached: bool = False) -> str:
+    if math.isnan(spread.median):
+        return "-"
+    if math.isinf(spread.median):
+        text = "not reached"
+    else:
+        high = "inf" if math.isinf(spread.high) else f"{spread.high:.{digits}f}"
+        text = f"{spread.median:.{digits}f} [{spread.low:.{digits}f}, {high}]"
+    return f"{text} ({spread.reached}/{spread.runs})" if show_reached else text
+
+
+def table(summaries: dict[str, dict[str, Spread]]) -> str:
+    columns = [f"to_q{round(q * 100)}_s" for q in QUANTILES] + [f"best_at_{f:g}" for f in FRACTIONS]
+    columns += ["compute_s", "trials", "resumes"]
+    header = ["method"] + [c.replace("_at_", "@").replace("to_q", "to q") for c in columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, figures in summaries.items():
+        row = [name]
+        for c in columns:
+            digits = 4 if c.startswith("best") else (1 if c.endswith("_s") else 0)
+            row.append(cell(figures[c], digits, show_reached=c.startswith("to_q")))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def against_best_other(summaries: dict[str, dict[str, Spread]]) -> list[str]:
+    """hpo's ASHA against the best other method on each figure (by median): time ratios, value differences."""
+    ours, others = summaries[HPO_METHOD], {k: v for k, v in summaries.items() if k != HPO_METHOD}
+    lines = []
+    for q in QUANTILES:
+        key = f"to_q{round(q * 100)}_s"
+        name, best = min(others.items(), key=lambda item: item[1][key].median)
+        if not math.isfinite(best[key].median):
+            text = "no method reached it on most seeds"
+        elif not math.isfinite(ours[key].median):
+            text = f"{HPO_METHOD} did not reach it on most seeds, {name} in {best[key].median:.1f} s"
+        else:
+            text = f"{ours[key].median / best[key].median:.2f}x"
+        lines.append(f"{HPO_METHOD} / best other ({name}), time to q{round(q * 100)}: {text}")
+    for f in FRACTIONS:
+        key = f"best_at_{f:g}"
+        name, best = max(others.items(), key=lambda item: item[1][key].median)
+        lines.append(
+            f"{HPO_METHOD} - best other ({name}), best at {f:g} of the budget: {ours[key].median - best[key].median:+.4f}"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--problem", default="digits", choices=sorted(PROBLEMS))
+    parser.add_argument("--seeds", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="3 seeds")
+    parser.add_argument("--n-trials", type=int, help="configurations per run instead of a time limit")
+    parser.add_argument("--budget-x", type=float, default=1.0, help="the wall budget times this")
+    parser.add_argument("--only", help="comma-separated method names")
+    parser.add_argument("--start-s", type=float, help="per-trial start cost (default: the problem's)")
+    parser.add_argument("--pause-s", type=float, help="cost of a pause (default: the problem's)")
+    parser.add_argument("--resume-s", type=float, help="cost of a resume (default: the problem's)")
+    parser.add_argument("--json", type=Path, help="default: runs/bench_search_<problem>.json")
+    options = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    seeds = 3 if options.quick else options.seeds
+    recording = load(PROBLEMS[options.problem])
+    budget_s = budget_of(recording) * options.budget_x
+    methods = [
+        m for m in methods_for(recording.problem) if not options.only or m.name in options.only.split(",")
+    ]
+    targets = {q: recording.target(q) for q in QUANTILES}
+    default = Costs.of(recording)
+    costs = Costs(
+        default.start_s if options.start_s is None else options.start_s,
+        default.pause_s if options.pause_s is None else options.pause_s,
+        default.resume_s if options.resume_s is None else options.resume_s,
+    )
+    print(
+        f"{options.problem}: {len(recording.curves)} recorded configurations, targets "
+        + ", ".join(f"q{round(q * 100)} {t:.4f}" for q, t in targets.items())
+        + f"; budget {budget_s:.1f} s wall on {recording.problem.workers} workers"
+        + (f", {options.n_trials} configurations" if options.n_trials else " (a time limit)")
+        + f"; {seeds} seeds; costs: start {costs.start_s} s, pause {costs.pause_s} s, resume {costs.resume_s} s"
+        + "; median [25th, 75th percentile] (seeds that reached it)"
+    )
+    started = time.perf_counter()
+    per_seed: dict[str, list[RunFigures]] = {}
+    for method in methods:
+        per_seed[method.name] = run_method(recording, method, seeds, budget_s, options.n_trials, costs)
+    summaries = {name: summarise(runs) for name, runs in per_seed.items()}
+    print(table(summaries))
+    if HPO_METHOD in summaries and len(summaries) > 1:
+        print("\n".join(against_best_other(summaries)))
+    print(f"simulated in {time.perf_counter() - started:.1f} s")
+    out = options.json or ROOT / "runs" / f"bench_search_{options.problem}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload: dict[str, Any] = {
+        "problem": options.problem,
+        "seeds": seeds,
+        "budget_s": budget_s,
+        "n_trials": options.n_trials,
+        "costs": asdict(costs),
+        "targets": {str(q): t for q, t in targets.items()},
+        "recording": recording.conditions,
+        "summary": {name: {k: asdict(v) for k, v in figures.items()} for name, figures in summaries.items()},
+        "runs": {name: [asdict(r) for r in runs] for name, runs in per_seed.items()},
+    }
+    out.write_text(json.dumps(payload, indent=1, default=str))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

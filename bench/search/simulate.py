@@ -1,0 +1,325 @@
+"""One method on one seed against a simulated clock: N workers, event by event, each configuration's recorded curve.
+
+    outcome = simulate(recording, method, seed=3)          # hpo run with a --timeout of the problem's budget
+    outcome = simulate(recording, method, seed=3, n_trials=30)   # or the study's n_trials (ends when all is done)
+
+The events are the ends of evaluations, in a heap ordered by (time, sequence). At each one the running trial's
+recorded value at that step is reported and the method decides, with the decision code `hpo run` uses:
+- stop-type (no pruner, or Optuna's successive halving / Hyperband): `trial.report(value, step)` and
+  `trial.should_prune()` on a real Optuna trial, from whatever the other trials have reported by that simulated
+  moment; a pruned trial is told PRUNED and never runs again, a trial at the last step is told COMPLETE with its best
+  (or last) evaluation, as `objective:` says;
+- promotion ASHA: at a rung, the value goes into the trial's rung table and hpo's rule (`hpo.scheduling.asha`:
+  `next_promotion`, and `hopeless` when n_trials bounds the study) decides, as `hpo.scheduling.promotion` does on the
+  database: train on in place when the rule would promote this trial this very moment, else pause. A free worker
+  takes the rule's promotion (resumed, paying `resume_s`), else a new configuration.
+A worker that frees starts the next piece of work at once: a new configuration costs `start_s` plus its recorded
+set-up; a pause costs `pause_s` before the worker is free; a resume costs `resume_s` (which includes set-up).
+Samplers ask on one in-memory storage, one Optuna study object per worker, each seeded apart as hpo's workers are, so
+Hyperband's brackets (named by study and trial number) and TPE's draws are those of a real run with these seeds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from bench.search.methods import Method
+from bench.search.recording import Recording
+from hpo.scheduling.asha import RungTrial, hopeless, next_promotion
+from hpo.spec import StudySpec, load_study_spec
+from hpo.trial.space import sample_params
+
+
+@dataclass(frozen=True)
+class Costs:
+    start_s: float  # beyond the recorded set-up: claim, fork, recording the outcome
+    pause_s: float  # save and exit at a pause
+    resume_s: float  # claim, fork, data, model, restore, up to the first step
+
+    @classmethod
+    def of(cls, recording: Recording) -> Costs:
+        p = recording.problem
+        return cls(p.start_s, p.pause_s, p.resume_s)
+
+
+@dataclass
+class SimTrial:
+    number: int
+    trial: optuna.Trial
+    config: int  # the recorded configuration it replays
+    done: int = 0  # evaluations passed; the next one is at steps[done]
+    best: float | None = None
+    last: float | None = None
+    resumes: int = 0
+    state: str = "running"  # running, paused, complete, pruned
+    rung: RungTrial | None = None  # ASHA only
+    evaluated_at: list[float] = field(default_factory=list)
+    ended_at: float | None = None  # told COMPLETE or PRUNED
+
+
+@dataclass
+class Outcome:
+    trace: list[tuple[float, float]] = field(
+        default_factory=list
+    )  # (time, value) of every evaluation, in order
+    busy_s: float = 0.0  # worker-seconds spent (set-up, training, evaluation, pauses, resumes)
+    end_s: float = 0.0  # when the run ended: the budget, or when the last worker had nothing left
+    started: list[int] = field(default_factory=list)  # recorded configuration of each trial, in start order
+    trials: list[SimTrial] = field(default_factory=list)
+
+    @property
+    def resumes(self) -> int:
+        return sum(t.resumes for t in self.trials)
+
+    @property
+    def trial_steps(self) -> int:
+        return sum(t.done for t in self.trials)  # in evaluations
+
+
+@lru_cache(maxsize=8)
+def _spec(path: Path) -> StudySpec:
+    return load_study_spec(path)
+
+
+class Simulation:
+    def __init__(
+        self,
+        recording: Recording,
+        method: Method,
+        seed: int,
+        workers: int,
+        budget_s: float,
+        n_trials: int | None,
+        costs: Costs,
+        enqueue: Sequence[dict[str, Any]] = (),
+        study_name: str | None = None,
+    ) -> None:
+        self.rec, self.method, self.costs = recording, method, costs
+        self.budget_s, self.n_trials, self.workers = budget_s, n_trials, workers
+        self.spec = _spec(recording.problem.study)
+        storage = optuna.storages.InMemoryStorage()
+        direction = "maximize" if recording.maximize else "minimize"
+        # The study's own name: Hyperband assigns brackets from a hash of it and the trial number.
+        name = study_name or self.spec.study.name
+        optuna.create_study(storage=storage, study_name=name, direction=direction)
+        self.studies = [
+            optuna.load_study(
+                study_name=name,
+                storage=storage,
+                sampler=method.sampler_for(self.spec, seed, w),
+                pruner=method.pruner_object(),
+            )
+            for w in range(workers)
+        ]
+        for (
+            params
+        ) in enqueue:  # as a study file's `enqueue:`: asked before the sampler draws (hpo: ask_queued)
+            self.studies[0].enqueue_trial(dict(params))
+        self.levels = list(recording.problem.asha_levels)
+        # (time, sequence, worker, trial): the end of the trial's next evaluation; trial None: the worker is free
+        # (a pause's save and exit are done), so it claims work at that moment, with the rung tables of that moment.
+        self.events: list[tuple[float, int, int, SimTrial | None]] = []
+        self.sequence = 0
+        self.idle: list[tuple[int, float]] = []  # (worker, since)
+        self.busy_since: dict[int, float] = {}
+        self.out = Outcome()
+
+    # ---- the clock ------------------------------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        for worker in range(self.workers):
+            self.free(worker, 0.0)
+        while self.events:
+            at, _, worker, trial = heapq.heappop(self.events)
+            if at > self.budget_s:
+                self.out.end_s = self.budget_s
+                break
+            if trial is None:
+                self.free(worker, at)
+            else:
+                self.evaluated(worker, trial, at)
+            self.wake_idle(at)
+        else:  # nothing left to run before the budget: every worker idle
+            self.out.end_s = max([since for _, since in self.idle], default=0.0)
+        for _worker, since in self.busy_since.items():
+            self.out.busy_s += max(0.0, min(self.out.end_s, self.budget_s) - since)
+        return self.out
+
+    def schedule(self, worker: int, trial: SimTrial, at: float) -> None:
+        """The trial's next evaluation ends one recorded segment after `at`."""
+        self.push(at + self.rec.curves[trial.config].segment_s[trial.done], worker, trial)
+
+    def push(self, at: float, worker: int, trial: SimTrial | None) -> None:
+        heapq.heappush(self.events, (at, self.sequence, worker, trial))
+        self.sequence += 1
+
+    def free(self, worker: int, at: float) -> None:
+        if worker in self.busy_since:
+            self.out.busy_s += at - self.busy_since.pop(worker)
+        if not self.claim(worker, at):
+            self.idle.append((worker, at))
+
+    def wake_idle(self, at: float) -> None:
+        """ASHA with n_trials: a worker with nothing to do waits for a running trial to reach a rung."""
+        waiting, self.idle = self.idle, []
+        for worker, since in waiting:
+            if not self.claim(worker, at):
+                self.idle.append((worker, since))
+
+    # ---- a free worker's next piece of work (hpo.scheduling.promotion.claim_work for ASHA) ----------------------
+    def claim(self, worker: int, at: float) -> bool:
+        if self.method.asha:
+            self.end_hopeless(at)
+            promotion = next_promotion(self.table(), len(self.levels), self.method_eta, self.rec.maximize)
+            if promotion is not None:
+                self.resume(worker, self.by_number(promotion.number), at)
+                return True
+        if self.n_trials is not None and len(self.out.trials) >= self.n_trials:
+            return False
+        self.start(worker, at)
+        return True
+
+    @property
+    def method_eta(self) -> int:
+        return self.rec.problem.eta
+
+    def start(self, worker: int, at: float) -> None:
+        study = self.studies[worker]
+        trial = study.ask()
+        params = sample_params(trial, self.spec.search_space)
+        config = self.rec.nearest(params)
+        sim = SimTrial(len(self.out.trials), trial, config)
+        if self.method.asha:
+            sim.rung = RungTrial(sim.number, running=True)
+        self.out.trials.append(sim)
+        self.out.started.append(config)
+        self.busy_since[worker] = at
+        self.schedule(worker, sim, at + self.costs.start_s + self.rec.curves[config].setup_s)
+
+    def resume(self, worker: int, sim: SimTrial, at: float) -> None:
+        assert sim.rung is not None and sim.state == "paused"
+        sim.rung.paused, sim.rung.running = False, True
+        sim.rung.promoted.add(sim.rung.rung)
+        sim.state, sim.resumes = "running", sim.resumes + 1
+        self.busy_since[worker] = at
+        self.schedule(worker, sim, at + self.costs.resume_s)
+
+    # ---- an evaluation ends ---------------------------------------------------------------------------------------
+    def evaluated(self, worker: int, sim: SimTrial, at: float) -> None:
+        step = self.rec.steps[sim.done]
+        value = self.rec.curves[sim.config].values[sim.done]
+        sim.done += 1
+        sim.last = value
+        if sim.best is None or self.rec.better(value, sim.best):
+            sim.best = value
+        self.out.trace.append((at, value))
+        sim.evaluated_at.append(at)
+        last = sim.done == len(self.rec.steps)
+        if self.method.pruner is not None:
+            # hpo.trial.pruning: every evaluation is reported and may prune, the last one too. Without a pruner hpo
+            # adds no pruning callback, and reports nothing.
+            sim.trial.report(value, step)
+            if sim.trial.should_prune():
+                self.tell(sim, TrialState.PRUNED, value, at)
+                self.free(worker, at)
+                return
+        if last:
+            score = sim.best if self.rec.objective == "best" else value
+            self.tell(sim, TrialState.COMPLETE, score, at)
+            self.free(worker, at)
+        elif self.method.asha:
+            self.at_rung_or_on(worker, sim, step, value, at)
+        else:
+            self.schedule(worker, sim, at)
+
+    def at_rung_or_on(self, worker: int, sim: SimTrial, step: int, value: float, at: float) -> None:
+        """hpo.scheduling.promotion.rung_decider: record the rung value, then train on in place only when the rule
+        would promote this trial right now if it paused."""
+        if step not in self.levels:
+            self.schedule(worker, sim, at)
+            return
+        assert sim.rung is not None
+        rung = self.levels.index(step)
+        sim.rung.values[rung] = value
+        sim.trial.report(value, step)
+        sim.rung.paused, sim.rung.running = True, False
+        choice = next_promotion(self.table(), len(self.levels), self.method_eta, self.rec.maximize)
+        if self.method.in_place and choice is not None and choice.number == sim.number:
+            sim.rung.paused, sim.rung.running = False, True
+            sim.rung.promoted.add(rung)
+            self.schedule(worker, sim, at)
+            return
+        sim.state = "paused"
+        self.push(at + self.costs.pause_s, worker, None)
+
+    def end_hopeless(self, at: float) -> None:
+        """With n_trials, paused trials that can never be promoted end PRUNED at their rung (told to the sampler)."""
+        if self.n_trials is None:
+            return
+        remaining = max(0, self.n_trials - len(self.out.trials))
+        for out in hopeless(self.table(), self.method_eta, self.rec.maximize, remaining):
+            sim = self.by_number(out.number)
+            assert sim.rung is not None
+            sim.rung.paused = False
+            self.tell(sim, TrialState.PRUNED, sim.rung.values[sim.rung.rung], at)
+
+    def tell(self, sim: SimTrial, state: TrialState, value: float, at: float) -> None:
+        sim.state = "complete" if state == TrialState.COMPLETE else "pruned"
+        sim.ended_at = at
+        if sim.rung is not None:
+            sim.rung.running = False
+        values = value if math.isfinite(value) else None
+        if state == TrialState.COMPLETE:
+            sim.trial.study.tell(sim.trial, values)
+        else:
+            sim.trial.study.tell(sim.trial, state=TrialState.PRUNED)
+
+    def table(self) -> list[RungTrial]:
+        return [t.rung for t in self.out.trials if t.rung is not None]
+
+    def by_number(self, number: int) -> SimTrial:
+        return self.out.trials[number]
+
+
+def simulate(
+    recording: Recording,
+    method: Method,
+    seed: int,
+    *,
+    workers: int | None = None,
+    budget_s: float | None = None,
+    n_trials: int | None = None,
+    costs: Costs | None = None,
+    enqueue: Sequence[dict[str, Any]] = (),
+    study_name: str | None = None,
+) -> Outcome:
+    """`budget_s` defaults to the problem's wall budget (`budget_of`); `n_trials` None: configurations until the
+    budget is spent (as `hpo run --timeout`)."""
+    problem = recording.problem
+    return Simulation(
+        recording,
+        method,
+        seed,
+        workers or problem.workers,
+        budget_s if budget_s is not None else budget_of(recording),
+        n_trials,
+        costs or Costs.of(recording),
+        enqueue,
+        study_name,
+    ).run()
+
+
+def budget_of(recording: Recording) -> float:
+    """The study's wall budget: its n_trials configurations trained to the end on its workers, each at the median
+    recorded cost of a full trial plus the start cost. What the study as shipped would take without early stopping."""
+    problem = recording.problem
+    full = sorted(recording.full_trial_s())[len(recording.curves) // 2] + problem.start_s
+    return problem.n_trials * full / problem.workers

@@ -1,0 +1,35 @@
+"""A real `hpo run` against the simulator (bench/search/crosscheck.py): one worker, nine recorded configurations
+enqueued in the same order, so both must take the same decisions trial by trial (configuration, state, step)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.search.problems import ROOT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["tpe+asha", "tpe+hyperband"])
+def test_a_real_hpo_run_takes_the_simulators_decisions(method, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "search" / "crosscheck.py"),
+            "--method",
+            method,
+            "--trials",
+            "9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0 and "decisions agree" in done.stdout, done.stdout + done.stderr

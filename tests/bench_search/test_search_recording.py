@@ -1,0 +1,40 @@
+"""The recorded data file of each problem: it loads, covers exactly the configurations the problem draws, and every
+curve is complete."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.search.problems import PROBLEMS
+from bench.search.record import draw_configurations
+from bench.search.recording import load
+from hpo.spec import load_study_spec
+
+MAX_BYTES = 400_000  # a few hundred KB at most in the repository
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_the_recording_loads_and_covers_the_configurations_listed(name):
+    problem = PROBLEMS[name]
+    assert problem.data_file.stat().st_size < MAX_BYTES
+    recording = load(problem)
+    drawn = draw_configurations(problem, load_study_spec(problem.study))
+    assert [c.params for c in recording.curves] == drawn  # the same draw, in order, none missing
+    assert list(recording.steps) == problem.rung_steps
+    assert set(problem.asha_levels) <= set(recording.steps)
+    for curve in recording.curves:
+        assert len(curve.values) == len(curve.losses) == len(curve.segment_s) == len(recording.steps)
+        assert all(math.isfinite(v) for v in curve.values + curve.losses)
+        assert curve.setup_s >= 0 and all(s > 0 for s in curve.segment_s)
+    for key in ("machine", "threads", "date", "recording_wall_s"):
+        assert key in recording.conditions
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_a_recorded_configuration_maps_to_itself(name):
+    recording = load(PROBLEMS[name])
+    for index, curve in enumerate(recording.curves):
+        nearest = recording.nearest(curve.params)
+        assert nearest == index or recording.curves[nearest].params == curve.params

@@ -1,0 +1,121 @@
+"""The simulator of bench/search: reproducible, exact on the clock, faithful to the decision code it drives."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from bench.search.methods import Method, methods_for
+from bench.search.recording import Recording
+from bench.search.simulate import Costs, Simulation, simulate
+from hpo.scheduling.asha import hopeless, next_promotion
+from hpo.scheduling.promotion import AshaPlan, rung_table
+from hpo.storage import pause
+from hpo.storage.study_db import ask_new, trial_id
+
+FREE = Costs(start_s=0.0, pause_s=0.0, resume_s=0.0)
+
+
+def method(recording: Recording, name: str) -> Method:
+    return next(m for m in methods_for(recording.problem) if m.name == name)
+
+
+@pytest.mark.parametrize("name", ["tpe+hyperband", "tpe+sh", "tpe+asha"])
+def test_a_seed_gives_the_same_run_every_time(recording, name):
+    first, again = (simulate(recording, method(recording, name), seed=4, budget_s=6.0) for _ in range(2))
+    assert first.trace == again.trace and first.started == again.started and first.busy_s == again.busy_s
+    other = simulate(recording, method(recording, name), seed=5, budget_s=6.0)
+    assert other.started != first.started
+
+
+def test_one_worker_without_pruning_takes_the_sum_of_the_recorded_segments(recording):
+    costs = Costs(start_s=0.3, pause_s=0.0, resume_s=0.0)
+    outcome = simulate(
+        recording, method(recording, "random"), 0, workers=1, budget_s=1e9, n_trials=6, costs=costs
+    )
+    curves = [recording.curves[c] for c in outcome.started]
+    expected = sum(c.setup_s + sum(c.segment_s) + costs.start_s for c in curves)
+    assert len(curves) == 6
+    assert outcome.end_s == pytest.approx(expected) and outcome.busy_s == pytest.approx(expected)
+    assert all(t.state == "complete" and t.done == len(recording.steps) for t in outcome.trials)
+
+
+@pytest.mark.parametrize("name", ["tpe+sh", "tpe+hyperband"])
+def test_a_stop_type_pruner_never_resumes_a_stopped_trial(recording, name):
+    outcome = simulate(recording, method(recording, name), 1, budget_s=20.0)
+    pruned = [t for t in outcome.trials if t.state == "pruned"]
+    assert pruned, "the case should prune something"
+    for trial in outcome.trials:
+        assert trial.resumes == 0
+        if trial.ended_at is not None:
+            assert max(trial.evaluated_at) == trial.ended_at  # nothing after it was told
+        frozen = trial.trial.study._storage.get_trial(trial_id(trial.trial))  # noqa: SLF001
+        assert len(frozen.intermediate_values) == trial.done
+    for trial in pruned:
+        assert trial.trial.study._storage.get_trial(trial_id(trial.trial)).state == TrialState.PRUNED  # noqa: SLF001
+
+
+class Checked(Simulation):
+    """At every claim, the rung table as hpo would read it from its database (the same trials written with hpo's
+    storage functions: boundaries, pause, end) must equal the simulator's, and so must the decisions."""
+
+    checks = 0
+
+    def claim(self, worker: int, at: float) -> bool:
+        plan = AshaPlan(tuple(self.levels), self.rec.problem.eta, True, "steps", "eval_accuracy")
+        ours = {t.number: t for t in self.table()}
+        theirs = {t.number: t for t in rung_table(self.mirror(), plan)}
+        assert ours.keys() == theirs.keys()
+        for number, entry in ours.items():
+            other = theirs[number]
+            assert (entry.values, entry.paused, entry.promoted) == (
+                other.values,
+                other.paused,
+                other.promoted,
+            )
+            assert entry.running == other.running
+        arguments = (len(self.levels), plan.eta, True)
+        assert next_promotion(list(ours.values()), *arguments) == next_promotion(
+            list(theirs.values()), *arguments
+        )
+        remaining = max(0, (self.n_trials or 0) - len(self.out.trials))
+        assert [t.number for t in hopeless(list(ours.values()), plan.eta, True, remaining)] == [
+            t.number for t in hopeless(list(theirs.values()), plan.eta, True, remaining)
+        ]
+        Checked.checks += 1
+        return super().claim(worker, at)
+
+    def mirror(self) -> optuna.Study:
+        study = optuna.create_study(direction="maximize")
+        for sim in self.out.trials:
+            trial = ask_new(study)  # study.ask() would pop a paused (WAITING) trial
+            number = trial_id(trial)
+            for rung, value in sorted(sim.rung.values.items()):
+                pause.record_boundary(study, number, self.levels[rung], value)
+            step = self.levels[sim.rung.rung] if sim.rung.values else 0
+            if sim.state == "paused" or (sim.state == "pruned" and sim.rung.values):
+                pause.pause_trial(study, number, step=step, checkpoint=f"x/checkpoint-{step}", value=sim.last)
+            if sim.state == "pruned":
+                pause.end_paused_trial(study, number, TrialState.PRUNED, sim.rung.values[sim.rung.rung])
+            elif sim.state == "complete":
+                study.tell(trial, sim.best)
+        return study
+
+
+@pytest.mark.parametrize("n_trials", [None, 12])
+def test_the_promotion_rule_in_the_simulator_agrees_with_hpos_on_its_database(recording, n_trials):
+    Checked.checks = 0
+    asha = method(recording, "random+asha")
+    outcome = Checked(recording, asha, 2, 2, 30.0, n_trials, FREE).run()
+    assert Checked.checks > 10 and outcome.resumes > 0
+    if n_trials is not None:
+        assert any(t.state == "pruned" for t in outcome.trials)  # hopeless trials ended on the way
+
+
+def test_asha_trains_on_in_place_when_the_rule_would_promote_it_at_once(recording):
+    costs = Costs(start_s=0.0, pause_s=1.0, resume_s=1.0)
+    asha = method(recording, "random+asha")
+    outcome = simulate(recording, asha, 3, workers=1, budget_s=1e9, n_trials=9, costs=costs)
+    passed_without_pause = [t for t in outcome.trials if t.rung.promoted and t.resumes < len(t.rung.promoted)]
+    assert passed_without_pause
