@@ -79,10 +79,21 @@ def run_one(scenario: Scenario, folder: Path, postgres_url: str | None, pg_data:
     outcome.runs = session.runs
     if not outcome.violations:
         spec = load_spec(path)
-        outcome.violations += check_all(spec)  # type: ignore[arg-type]
+        outcome.violations += check_all(spec, damaged_trials(scenario))  # type: ignore[arg-type]
     outcome.violations += unexpected_output(session)
     outcome.wall_s = time.monotonic() - started
     return outcome
+
+
+def damaged_trials(scenario: Scenario) -> set[str]:
+    """The trial folders ("trial-2") whose checkpoints a damage_checkpoint fault cut short or deleted."""
+    return {
+        part
+        for fault in scenario.faults
+        if fault.kind == "damage_checkpoint" and fault.injected
+        for part in Path(fault.target.split(" ", 1)[-1]).parts
+        if part.startswith("trial-")
+    }
 
 
 def wait_for_first_trial(session: Session) -> None:

@@ -118,4 +118,26 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
+    except Exception as error:
+        if debug or not storage_unreachable(error):
+            raise
+        # A database that stopped answering (a PostgreSQL restart, a lost network): not a bug to show as a traceback.
+        reason = str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
+        click.echo(
+            f"error: the study's storage did not answer ({reason}); finished trials are kept in it: run the "
+            "command again once it answers",
+            err=True,
+        )
+        sys.exit(1)
     sys.exit(0)
+
+
+def storage_unreachable(error: BaseException) -> bool:
+    """Whether `error` is the storage's database failing to answer, as Optuna and SQLAlchemy raise it. Their modules
+    are looked up, not imported: the error cannot be theirs unless they were loaded (and `hpo --help` stays light)."""
+    kinds = []
+    if (optuna_errors := sys.modules.get("optuna.exceptions")) is not None:
+        kinds.append(optuna_errors.StorageInternalError)
+    if (database_errors := sys.modules.get("sqlalchemy.exc")) is not None:
+        kinds += [database_errors.OperationalError, database_errors.InterfaceError]
+    return bool(kinds) and isinstance(error, tuple(kinds))

@@ -212,8 +212,20 @@ def checkpoint_step(checkpoint: Path) -> int | None:
 
 
 def _trainer_state(checkpoint: Path) -> dict[str, Any]:
-    path = Path(checkpoint) / "trainer_state.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return _checkpoint_json(Path(checkpoint) / "trainer_state.json") or {}
+
+
+def _checkpoint_json(path: Path) -> Any:
+    """A checkpoint's JSON file, or None when absent; a damaged one (cut short after it was written) named in one line."""
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise HpoError(
+            f"{path}: not readable JSON ({error}): it was cut short or damaged after it was written; export another "
+            "trial (--trial N), or train this one again (hpo retrain)"
+        ) from None
 
 
 def recorded_metrics(checkpoint: Path) -> dict[str, float]:
@@ -234,9 +246,9 @@ def recorded_metrics(checkpoint: Path) -> dict[str, float]:
 
 
 def checkpoint_arguments(checkpoint: Path, fallback: Any) -> dict[str, Any]:
-    path = Path(checkpoint) / "training_args.json"
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
+    found = _checkpoint_json(Path(checkpoint) / "training_args.json")
+    if found is not None:
+        return found
     value = fallback()
     return value.to_dict() if hasattr(value, "to_dict") else dict(value)
 

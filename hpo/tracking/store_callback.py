@@ -148,7 +148,7 @@ class ExperimentStoreCallback(TrainerCallback):
         (the scheduler's worker records its "failed"/"interrupted" and "retried")."""
         origin = self.run.origin
         previous = origin.get("requeued_from_trial")
-        if previous is None or self.run.kind != "trial":
+        if previous is None or self.run.kind != "trial" or self._origin_recorded():
             return
         reason = str(origin.get("retry_reason") or "queued again")
         self._event(
@@ -162,6 +162,16 @@ class ExperimentStoreCallback(TrainerCallback):
             status = "requeued"
         assert self.writer is not None
         self.writer.submit("runs", {"id": trial_run_id(self.run.study_name, int(previous)), "status": status})
+
+    def _origin_recorded(self) -> bool:
+        """Whether an earlier piece of this attempt recorded "retried" already. Asked of the store itself, not of the
+        trial's state: a retry that was parked paused at a rung (ASHA) or an interval (PBT) runs its first training
+        in a resumed process, and a piece killed before its writer flushed left no event (the next piece writes it)."""
+        store = open_store(self.location)
+        try:
+            return bool(store.events(self.run.run_id, kind="retried"))
+        finally:
+            store.close()
 
     def _run_row(self, args: Any) -> dict[str, Any]:
         run = self.run

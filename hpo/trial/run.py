@@ -23,9 +23,8 @@ import torch
 from optuna.trial import TrialState
 
 from hpo.spec import StudySpec
-from hpo.storage.pause import RESUMED_AT
 from hpo.storage.retry import process_identity
-from hpo.storage.study_db import frozen, set_user_attrs
+from hpo.storage.study_db import set_user_attrs
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
 from hpo.tracking.footprint import footprint
 from hpo.tracking.run_info import RunInfo, origin_attrs
@@ -261,17 +260,10 @@ def _tracking_callbacks(
         output_dir=str(run_dir),
         slot=attrs.get("slot"),
         devices=attrs.get("devices"),
-        origin=retry_origin(trial),  # a retry records "retried" and marks the trial it continues
+        # A retry records "retried" once (the store callback asks the store) and marks the trial it continues.
+        origin=origin_attrs(trial.user_attrs),
     )
     return list(build_tracking_callbacks(spec, run=run))
-
-
-def retry_origin(trial: optuna.Trial | optuna.trial.FixedTrial) -> dict[str, Any]:
-    """Where a retry comes from, for its first piece only: a paused trial (ASHA, PBT) resumed in a new process is the
-    same attempt going on, and recording "retried" at every resume would show one retry per pause in the store."""
-    if isinstance(trial, optuna.Trial) and frozen(trial.study, trial).system_attrs.get(RESUMED_AT):
-        return {}
-    return origin_attrs(trial.user_attrs)
 
 
 def _finish_tracking(

@@ -127,3 +127,15 @@ def test_a_damaged_weights_file_is_named_in_one_line(tmp_path, capsys):
     assert code == 1, err
     assert "model.safetensors: not a readable safetensors file (" in err and "export another trial" in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err and not (tmp_path / "e").exists()
+
+
+def test_a_damaged_trainer_state_is_named_in_one_line(tmp_path, capsys):
+    """A checkpoint's trainer_state.json cut short (found by bench/chaos.py: export ended in a raw JSONDecodeError)."""
+    path = write_study(tmp_path / "study", study={"n_trials": 1, "keep_checkpoints": {"top_k": None}})
+    assert _cli(["run", str(path), "--in-process", "--no-dry-run"], capsys)[0] == 0
+    for state in (tmp_path / "study" / "out" / "trial-0").glob("checkpoint-*/trainer_state.json"):
+        state.write_text(state.read_text()[:200])
+    code, err = _export(path, tmp_path / "e", capsys)
+    assert code == 1, err
+    assert "trainer_state.json: not readable JSON (" in err and "export another trial" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "e").exists()

@@ -11,6 +11,7 @@ from study_task import write_study
 from hpo.scheduling.pbt import DECIDED
 from hpo.storage import pause
 from hpo.storage.lineage import members
+from hpo.tracking.store import open_store
 
 ASHA = {
     "type": "asha",
@@ -57,6 +58,18 @@ def chain_of(found, number):
         chain.append(retry[0])
 
 
+def retried_events(folder, number):
+    """The trials that the experiment store says trial `number` continues (one "retried" event each)."""
+    store = open_store(folder / "out" / "experiments.db")
+    try:
+        events = store.events(kind="retried")
+        return [
+            e["data"].get("requeued_from_trial") for e in events if e["data"].get("retry_trial") == number
+        ]
+    finally:
+        store.close()
+
+
 def test_asha_trial_killed_between_its_rung_save_and_its_pause_is_judged_at_that_rung(tmp_path):
     write_study(
         tmp_path,
@@ -76,6 +89,10 @@ def test_asha_trial_killed_between_its_rung_save_and_its_pause_is_judged_at_that
         retry.state == TrialState.PRUNED and retry.user_attrs.get("pruned_step") == 4
     )
     assert judged_at_4, (retry.state, retry.system_attrs, retry.user_attrs.get("pruned_step"))
+    if (
+        retry.state == TrialState.COMPLETE
+    ):  # it trained on from step 4: its first piece ran in a resumed process
+        assert retried_events(tmp_path, retry.number) == [0]  # found by bench/chaos.py: it recorded none
     configurations = [t for t in found if not t.user_attrs.get("requeued")]
     assert len(configurations) == 4
     assert {t.state for t in configurations} <= {TrialState.COMPLETE, TrialState.PRUNED}

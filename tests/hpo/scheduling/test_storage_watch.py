@@ -3,6 +3,10 @@ PostgreSQL restart) is said once and read again, never the end of the command (f
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
+import click
 import optuna
 import pytest
 import sqlalchemy
@@ -47,3 +51,36 @@ def test_other_errors_still_end_the_command():
 def test_the_failure_is_sqlalchemys_operational_error(tmp_path):
     with pytest.raises(sqlalchemy.exc.OperationalError):
         unreachable_database(tmp_path)
+
+
+def _storage_down() -> None:
+    unreachable_database(Path(tempfile.mkdtemp()))
+
+
+STORAGE_DOWN = click.Command("storage-down", callback=_storage_down)
+
+
+def test_a_command_whose_storage_stops_answering_ends_in_one_line(capsys, monkeypatch):
+    """After the live view, a command's last reads (retention, the summary) may meet the same outage: one line, exit 1,
+    never a traceback of SQLAlchemy's connection pool."""
+    from hpo.cli import app
+
+    entry = next(iter(app.COMMANDS.values()))
+    monkeypatch.setitem(app.COMMANDS, "storage-down", entry._replace(target=f"{__name__}:STORAGE_DOWN"))
+    with pytest.raises(SystemExit) as stopped:
+        app.main(["storage-down"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 1, err
+    assert err.startswith(
+        "error: the study's storage did not answer ((sqlite3.OperationalError) unable to open"
+    )
+    assert (
+        err.rstrip().endswith("run the command again once it answers") and len(err.strip().splitlines()) == 1
+    )
+
+
+def test_only_a_storage_that_does_not_answer_is_taken_for_one():
+    from hpo.cli.app import storage_unreachable
+
+    assert storage_unreachable(optuna.exceptions.StorageInternalError("commit failed"))
+    assert not storage_unreachable(ValueError("a bug"))
