@@ -91,6 +91,12 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | 
     pending_retries = {t.user_attrs.get("requeued_from_trial") for t in pending}
     pending_retries |= {t.number for t in pending if t.state == TrialState.FAIL}
     resume_points = pending_resume_points(pending)
+    # Each top trial's kept checkpoint, wherever it lies: a retry's best may be in its predecessor's folder.
+    kept = {
+        keep.resolve()
+        for trial in trials
+        if trial.number in top and (keep := kept_checkpoint(trial, trial_run_dir(trial, spec.output_dir)))
+    }
     deleted: list[Path] = []
     for trial in trials:
         if trial.state in (TrialState.RUNNING, TrialState.WAITING) or trial.number in pending_retries:
@@ -98,11 +104,9 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | 
         run_dir = trial_run_dir(
             trial, spec.output_dir
         )  # never a folder outside the study's, whatever the storage says
-        keep = kept_checkpoint(trial, run_dir) if trial.number in top else None
         for checkpoint in checkpoints_in(run_dir):
-            if checkpoint.resolve() in resume_points:
-                continue  # a queued or running retry resumes from it
-            if keep is None or checkpoint.resolve() != keep.resolve():
-                shutil.rmtree(checkpoint, ignore_errors=True)
-                deleted.append(checkpoint)
+            if checkpoint.resolve() in resume_points or checkpoint.resolve() in kept:
+                continue  # a queued or running retry resumes from it, or a top trial keeps it
+            shutil.rmtree(checkpoint, ignore_errors=True)
+            deleted.append(checkpoint)
     return deleted

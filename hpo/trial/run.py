@@ -175,7 +175,9 @@ def _train_and_score(
     pause = find_pause(extra)
     if pause is not None:  # stopped at a pause point with a checkpoint: a scheduler continues it later
         outcome = paused_outcome(pause.paused_step, pause.paused_value, run_dir, pause.decided_at)
-        outcome.user_attrs["best_checkpoint"] = paused_best_checkpoint(spec, tracker, run_dir, trainer.state)
+        outcome.user_attrs["best_checkpoint"] = paused_best_checkpoint(
+            spec, tracker, chain_dirs(run_dir, resume_from), trainer.state
+        )
         return outcome
     if (
         not tracker.evaluations
@@ -183,7 +185,7 @@ def _train_and_score(
         and (pruning is None or pruning.pruned_step is None)
     ):
         trainer.evaluate()  # evaluation was off during training: score the final model once
-    outcome = score_trial(spec, tracker, pruning, run_dir, trainer.state)
+    outcome = score_trial(spec, tracker, pruning, chain_dirs(run_dir, resume_from), trainer.state)
     outcome.user_attrs.update(memory_attrs(trainer.state.peak_memory))
     outcome.user_attrs.update(
         footprint(trainer.model, trainer.state, run_dir)
@@ -283,7 +285,7 @@ def score_trial(
     spec: StudySpec,
     tracker: ObjectiveTracker,
     pruning: OptunaPruningCallback | None,
-    run_dir: Path,
+    run_dirs: list[Path],
     state: TrainerState,
 ) -> TrialOutcome:
     """The trial's state and values from its evaluations: best (or last) evaluation, PRUNED with its step, or FAIL."""
@@ -293,7 +295,7 @@ def score_trial(
     final = evaluations[-1][1] if evaluations else {}
     attrs = {
         "best_step": best_step,
-        "best_checkpoint": best_checkpoint(run_dir, best_step, state),
+        "best_checkpoint": best_checkpoint(run_dirs, best_step, state),
         "final_metrics": {k: (v if math.isfinite(v) else None) for k, v in final.items()},
         "global_step": state.global_step,
     }
@@ -328,7 +330,7 @@ def paused_outcome(
 
 
 def paused_best_checkpoint(
-    spec: StudySpec, tracker: ObjectiveTracker, run_dir: Path, state: TrainerState
+    spec: StudySpec, tracker: ObjectiveTracker, run_dirs: list[Path], state: TrainerState
 ) -> str | None:
     """The checkpoint a paused trial must keep besides the one it resumes from: with `objective: best`, its best
     evaluation's, which is its value if it is promoted and completes (None otherwise)."""
@@ -337,20 +339,27 @@ def paused_best_checkpoint(
     metrics, directions = spec.study.metrics or [], spec.study.directions or []
     evaluations = tracker.with_history(list(state.log_history))
     _, best_step = trial_values(evaluations, metrics, directions, spec.study.objective)
-    return best_checkpoint(run_dir, best_step, state)
+    return best_checkpoint(run_dirs, best_step, state)
 
 
-def best_checkpoint(run_dir: Path, best_step: int | None, state: TrainerState) -> str | None:
-    """The checkpoint saved at the best evaluation's step, else the Trainer's own best, else None."""
-    if best_step is not None and (run_dir / f"checkpoint-{best_step}").is_dir():
-        return str(run_dir / f"checkpoint-{best_step}")
+def chain_dirs(run_dir: Path, resume_from: str | None) -> list[Path]:
+    """Where this attempt's checkpoints can be: its own folder, then the one it resumed from. A retry resumes from its
+    crashed predecessor's checkpoint, and its best evaluation may be from before the crash (found by bench/chaos.py:
+    such a retry recorded no best checkpoint, retention deleted the predecessor's, and its model was lost)."""
+    earlier = Path(resume_from).parent if resume_from else None
+    return [run_dir] + ([earlier] if earlier is not None and earlier.resolve() != run_dir.resolve() else [])
+
+
+def best_checkpoint(run_dirs: list[Path], best_step: int | None, state: TrainerState) -> str | None:
+    """The checkpoint saved at the best evaluation's step (this trial's folder first, then the one it resumed from),
+    else the Trainer's own best when it lies in one of those folders, else None. Retention keeps it wherever it is."""
+    if best_step is not None:
+        for folder in run_dirs:
+            if (folder / f"checkpoint-{best_step}").is_dir():
+                return str(folder / f"checkpoint-{best_step}")
     trainer_best = state.best_model_checkpoint
-    # A resumed trial's restored state may name the crashed trial's checkpoint: only this trial's own folder counts.
-    if (
-        trainer_best
-        and Path(trainer_best).is_dir()
-        and Path(trainer_best).parent.resolve() == run_dir.resolve()
-    ):
+    folders = {folder.resolve() for folder in run_dirs}
+    if trainer_best and Path(trainer_best).is_dir() and Path(trainer_best).parent.resolve() in folders:
         return str(trainer_best)
     return None
 

@@ -1,0 +1,55 @@
+"""A retry whose best evaluation came before its predecessor crashed keeps that model: its best checkpoint is the
+predecessor's (in the predecessor's folder), retention keeps it there, and `hpo export` ships it (found by
+bench/chaos.py: such a retry recorded no best checkpoint, retention deleted the predecessor's, and export refused)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from optuna.trial import TrialState
+from scheduler_support import kill_quietly, start_hpo, trials
+from study_task import write_study
+
+from hpo.export.write import export_study
+from hpo.spec import load_study_spec
+
+
+def test_a_retry_keeps_and_exports_the_best_checkpoint_its_predecessor_saved(tmp_path):
+    path = write_study(
+        tmp_path,
+        study={
+            "n_trials": 1,
+            "objective": "best",
+            "pruner": {"type": "none"},
+            "keep_checkpoints": {"top_k": 1},
+        },
+        task={"compute_metrics": "study_task:compute_peaked_metrics"},  # the best evaluation is at step 4
+        training={"max_steps": 12},
+        resources={"workers": 1, "heartbeat_interval": 1, "grace_period": 3},
+        callbacks=[
+            {"import": "study_task:StepClock"},
+            {
+                "import": "study_task:KillOnceAfterSave",
+                "args": {"step": 8, "marker": str(tmp_path / "killed")},
+            },
+        ],
+    )
+    process = start_hpo(tmp_path, "run")
+    try:
+        output, _ = process.communicate(timeout=300)
+    finally:
+        kill_quietly(process)
+    assert process.returncode == 0, output
+    assert (tmp_path / "killed").exists(), "the kill hook never fired"
+    found = trials(tmp_path)
+    crashed = next(t for t in found if t.number == 0)
+    retry = next(t for t in found if t.user_attrs.get("requeued_from_trial") == 0)
+    assert crashed.state == TrialState.FAIL and retry.state == TrialState.COMPLETE
+    assert retry.user_attrs["best_step"] == 4 and retry.value > 1.0  # scored before the crash (accuracy + 1)
+    best = Path(retry.user_attrs["best_checkpoint"])
+    assert (
+        best == Path(crashed.user_attrs["run_dir"]) / "checkpoint-4"
+        and (best / "model.safetensors").is_file()
+    )
+    result = export_study(load_study_spec(path), tmp_path / "exported")
+    assert result.recorded["eval_accuracy"] == retry.value
