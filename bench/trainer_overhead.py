@@ -2,6 +2,7 @@
 
     python bench/trainer_overhead.py                 # both cases
     python bench/trainer_overhead.py --case mlp --steps 2000 --repeats 7
+    python bench/trainer_overhead.py --device cuda --fp16   # on a GPU: the same runs on CUDA, fp16 with a GradScaler
 
 Every contender trains the same model (same initial weights) on the same data with AdamW, gradient clipping at 1.0
 and a linear schedule, batches made by the same DataLoader collation, the loss read at logging steps only. Runs are
@@ -82,13 +83,21 @@ class Case:
     data: Dataset
     batch_size: int
     steps: int
+    device: torch.device = torch.device("cpu")
+    fp16: bool = False
 
     @property
     def logging_steps(self) -> int:
         return max(1, min(50, self.steps // 2))
 
 
-def make_case(name: str, steps: int | None) -> Case:
+def make_case(name: str, steps: int | None, device: str = "cpu", fp16: bool = False) -> Case:
+    case = _make_cpu_case(name, steps)
+    case.device, case.fp16 = torch.device(device), fp16
+    return case
+
+
+def _make_cpu_case(name: str, steps: int | None) -> Case:
     generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     if name == "tiny":  # almost no compute: the difference to the hand loop is the loop's own cost per step
@@ -113,16 +122,22 @@ def hand_loop(case: Case, model: torch.nn.Module, workdir: str) -> float:
         collate_fn=default_collate,
         generator=torch.Generator().manual_seed(0),
     )
+    model.to(case.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1 - step / case.steps))
+    scaler = torch.amp.GradScaler("cuda", enabled=case.fp16)
     model.train()
     step, last = 0, math.nan
     while step < case.steps:
         for batch in loader:
-            loss = model(**batch)["loss"]
-            loss.backward()
+            batch = {name: tensor.to(case.device, non_blocking=True) for name, tensor in batch.items()}
+            with torch.autocast(case.device.type, dtype=torch.float16, enabled=case.fp16):
+                loss = model(**batch)["loss"]
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
@@ -147,6 +162,8 @@ def ours(case: Case, model: torch.nn.Module, workdir: str) -> float:
         save_strategy="no",
         disable_tqdm=True,
         report_to="none",
+        use_cpu=case.device.type == "cpu",
+        fp16=case.fp16,
     )
     trainer = Trainer(model=model, args=args, train_dataset=case.data, data_collator=default_collate)
     trainer.pop_callback(PrinterCallback)  # printing is not what is measured
@@ -169,7 +186,8 @@ def transformers_trainer(case: Case, model: torch.nn.Module, workdir: str) -> fl
         save_strategy="no",
         disable_tqdm=True,
         report_to="none",
-        use_cpu=True,
+        use_cpu=case.device.type == "cpu",
+        fp16=case.fp16,
         dataloader_pin_memory=False,
         weight_decay=0.0,
     )
@@ -191,11 +209,18 @@ class Stopwatch:
     """Wall time and this process's CPU time (the latter barely moves when other processes load the machine)."""
 
     def __enter__(self) -> Stopwatch:
+        _wait_for_gpu()
         self.wall, self.cpu = time.perf_counter(), time.process_time()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        _wait_for_gpu()  # CUDA runs asynchronously: count the kernels still queued
         self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def _wait_for_gpu() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def timed(contender: Callable, case: Case) -> tuple[float, float, float]:
@@ -219,11 +244,13 @@ def contenders() -> dict[str, Callable]:
     return found
 
 
-def run_case(name: str, steps: int | None, repeats: int) -> None:
-    case = make_case(name, steps)
+def run_case(name: str, steps: int | None, repeats: int, device: str = "cpu", fp16: bool = False) -> None:
+    case = make_case(name, steps, device, fp16)
     runners = contenders()
-    for runner in runners.values():  # warm-up: imports, first optimizer step (torch._dynamo), allocator
-        timed(runner, make_case(name, 20))
+    for (
+        runner
+    ) in runners.values():  # warm-up: imports, first optimizer step (torch._dynamo), allocator, CUDA context
+        timed(runner, make_case(name, 20, device, fp16))
     wall: dict[str, list[float]] = {label: [] for label in runners}
     cpu: dict[str, list[float]] = {label: [] for label in runners}
     losses: dict[str, float] = {}
@@ -233,7 +260,8 @@ def run_case(name: str, steps: int | None, repeats: int) -> None:
             wall[label].append(wall_s)
             cpu[label].append(cpu_s)
     print(
-        f"\n{case.name}: {case.steps} optimizer steps, batch {case.batch_size}, {repeats} interleaved repeats, 1 thread"
+        f"\n{case.name}: {case.steps} optimizer steps, batch {case.batch_size}, {repeats} interleaved repeats, 1 thread, "
+        f"{case.device.type}{' fp16' if case.fp16 else ''}"
     )
     print(
         "ms/step: median (best) of the repeats; x hand: median of each repeat's ratio to the hand run just before it;"
@@ -274,10 +302,18 @@ def main() -> None:
         "--steps", type=int, default=None, help="optimizer steps per run (default: 1000 mlp, 40 transformer)"
     )
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="where every contender trains"
+    )
+    parser.add_argument("--fp16", action="store_true", help="fp16 autocast with a GradScaler (CUDA only)")
     options = parser.parse_args()
+    if options.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA GPU is visible to torch here")
+    if options.fp16 and options.device != "cuda":
+        parser.error("--fp16 needs --device cuda")
     torch.set_num_threads(1)
     for name in ("tiny", "mlp", "transformer") if options.case == "all" else (options.case,):
-        run_case(name, options.steps, options.repeats)
+        run_case(name, options.steps, options.repeats, options.device, options.fp16)
 
 
 if __name__ == "__main__":
