@@ -30,7 +30,8 @@ run() {  # $1: name, $2: seconds, rest: command
 }
 total_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{print $1 / 1024}')
 big_gib=$(awk -v t="$total_gib" 'BEGIN {printf "%.0f", t / 3.3}')  # three fit beside each other, four do not
-run cuda-context 60 python3 bench/cuda_context.py --repeats 5
-run trainer-cuda 80 python3 bench/trainer_overhead.py --device cuda --fp16 --case mlp --steps 500 --repeats 3
-run tests-gpu 180 python3 -m pytest -q -p no:cacheprovider --durations=10 tests/trainer tests/hpo/scheduling
-run packing 200 python3 bench/gpu_packing.py --study both --modes 1,4,auto --trials 8 --big-trials 5 --big-gib "$big_gib"
+run cuda-context 45 python3 bench/cuda_context.py --repeats 5
+run trainer-cuda 60 python3 bench/trainer_overhead.py --device cuda --fp16 --case mlp --steps 500 --repeats 3
+run tests-gpu 210 python3 -m pytest -q -p no:cacheprovider --durations=10 tests/trainer tests/hpo/scheduling
+run packing 230 python3 bench/gpu_packing.py --study both --modes 1,4,auto --trials 8 --big-trials 5 --big-gib "$big_gib" --keep
+find /tmp -maxdepth 3 -name hpo.log -path "*packing*" -exec sh -c 'echo "== $1"; grep -iE "error|fail|oom|memory" "$1" | head -8' _ {} \; > "$out/packing-hpo.txt" 2>&1
