@@ -22,8 +22,10 @@ export WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c "import torch, optuna, transformers, peft; print('torch', torch.__version__, 'cuda', torch.version.cuda, '| optuna', optuna.__version__, '| transformers', transformers.__version__, '| peft', peft.__version__)" 2>&1 | tee -a "$out/gpu.txt"
 nproc | sed 's/^/cpus /' | tee -a "$out/gpu.txt"
+parts=${GPU_CHECKS:-cuda-context trainer-cuda tests-gpu packing}  # a rerun may name fewer
 run() {  # $1: name, $2: seconds, rest: command
   local name=$1 limit=$2; shift 2
+  case " $parts " in *" $name "*) ;; *) return 0 ;; esac
   local start=$SECONDS
   timeout "$limit" "$@" > "$out/$name.log" 2>&1; local code=$?
   echo "== $name: exit $code in $((SECONDS - start)) s: $(grep -E 'passed|failed|error|ratio|x spawn|lost|trials/h|refused' "$out/$name.log" | tail -4 | tr '\n' ' ' | cut -c1-400)"
@@ -33,5 +35,5 @@ big_gib=$(awk -v t="$total_gib" 'BEGIN {printf "%.0f", t / 3.3}')  # three fit b
 run cuda-context 45 python3 bench/cuda_context.py --repeats 5
 run trainer-cuda 60 python3 bench/trainer_overhead.py --device cuda --fp16 --case mlp --steps 500 --repeats 3
 run tests-gpu 210 python3 -m pytest -q -p no:cacheprovider --durations=10 tests/trainer tests/hpo/scheduling
-run packing 230 python3 bench/gpu_packing.py --study both --modes 1,4,auto --trials 8 --big-trials 5 --big-gib "$big_gib" --keep
+run packing 230 python3 bench/gpu_packing.py --study "${PACKING_STUDY:-both}" --modes 1,4,auto --trials 8 --big-trials 5 --big-gib "$big_gib" --keep
 find /tmp -maxdepth 3 -name hpo.log -path "*packing*" -exec sh -c 'echo "== $1"; grep -iE "error|fail|oom|memory" "$1" | head -8' _ {} \; > "$out/packing-hpo.txt" 2>&1
