@@ -133,6 +133,8 @@ class PublicMethodsMixin:
             # transformers casts the model itself (not autocast) for a standalone evaluation, and leaves it cast
             dtype = torch.bfloat16 if self.args.bf16_full_eval else torch.float16
             self.model = self.model.to(dtype=dtype)
+        # as in transformers (which places the model at construction), a direct call finds it on the device
+        self._place_model()  # type: ignore[attr-defined]
         # as in transformers, every later event's kwargs carry the last evaluation loader
         self.callback_handler.eval_dataloader = dataloader  # type: ignore[attr-defined]
         return run_evaluation_loop(self, dataloader, metric_key_prefix, loss_only, ignore_keys)  # type: ignore[arg-type]

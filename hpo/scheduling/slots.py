@@ -103,12 +103,14 @@ def make_slots(
     cpu_count: int | None = None,
     available_gpus: Sequence[DeviceId] | None = None,
 ) -> list[Slot]:
-    """The slots for this machine. `gpus` (--gpus) wins, then `workers` (--workers: CPU), then the GPUs found."""
+    """The slots for this machine. `gpus` (--gpus) wins, then `workers` (--workers, or resources.workers: CPU), then
+    the GPUs found. resources.workers counts as --workers does: the start-up line offers both to set CPU workers, so
+    on a GPU machine a file that names its workers gets them, not one trial on the GPU."""
     cpus = cpu_count or len(os.sched_getaffinity(0))
     if gpus is not None:
         found = list(available_gpus) if available_gpus is not None else discover_gpus()
         return gpu_slots(resources, _checked_gpus(gpus, found), cpus)
-    if workers is None:
+    if workers is None and resources.workers is None:
         found = list(available_gpus) if available_gpus is not None else discover_gpus()
         if found:
             return gpu_slots(resources, found, cpus)

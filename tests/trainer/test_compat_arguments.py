@@ -127,13 +127,15 @@ def test_neftune_adds_noise_to_embeddings_only_while_training(tmp_path):
         def on_step_end(self, args, state, control, model=None, **kwargs):
             embeddings = model.get_input_embeddings()
             model.train()
-            seen["train"] = torch.equal(embeddings(ids), embeddings(ids))
+            on_device = ids.to(embeddings.weight.device)  # the Trainer moved the model to its GPU, if one is there
+            seen["train"] = torch.equal(embeddings(on_device), embeddings(on_device))
 
     args = quiet_args(tmp_path, max_steps=1, neftune_noise_alpha=5.0)
     Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Probe()]).train()
     assert seen["train"] is False  # two forwards, two draws of noise
     embeddings = model.get_input_embeddings()
     model.train()
+    ids = ids.to(embeddings.weight.device)
     assert torch.equal(embeddings(ids), embeddings(ids))  # the hook is gone after training
     with pytest.raises(
         TrainerConfigError, match="neftune_noise_alpha needs a model with get_input_embeddings"

@@ -35,8 +35,10 @@ def final_weights(run_dir):
 
 
 def test_trials_pause_and_the_promoted_ones_end_bitwise_equal_to_a_straight_run(tmp_path):
-    # One worker: the order of arrivals at the rungs, so which trials pause and which are resumed, is fixed.
-    run_study(asha_study(tmp_path / "asha"), workers=1, dry_run=False)
+    # One worker: the order of arrivals at the rungs, so which trials pause and which are resumed, is fixed. One thread
+    # and the CPU in both runs (the straight one runs in this process): same reductions, so bitwise equal on any machine.
+    same_arithmetic = {"resources": {"threads_per_trial": 1}, "training": {"use_cpu": True}}
+    run_study(asha_study(tmp_path / "asha", **same_arithmetic), workers=1, dry_run=False)
     found = trials(tmp_path / "asha")
     assert len(found) == 10  # n_trials counts configurations, not promotions
     assert {t.state for t in found} <= {TrialState.COMPLETE, TrialState.PRUNED}  # nobody left paused
@@ -69,7 +71,8 @@ def test_trials_pause_and_the_promoted_ones_end_bitwise_equal_to_a_straight_run(
             "enqueue": [dict(promoted.params)],
             "keep_checkpoints": {"top_k": None},
         },
-        training=TRAINING,
+        training={**TRAINING, **same_arithmetic["training"]},
+        resources=same_arithmetic["resources"],
     )
     run_study(path, in_process=True, dry_run=False)
     expected = final_weights(straight / "out" / "trial-0")

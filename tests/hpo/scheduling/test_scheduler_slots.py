@@ -84,6 +84,13 @@ def test_workers_flag_means_cpu_even_with_gpus():
     assert slots[0].devices == () and slots[0].threads == 4
 
 
+def test_workers_in_the_file_mean_cpu_even_with_gpus_as_the_flag_does():
+    # The start-up line offers "--workers N or resources.workers": both must give CPU workers on a GPU machine.
+    slots = make_slots(resources(workers=2), available_gpus=[0], cpu_count=4)
+    assert [(slot.devices, slot.threads) for slot in slots] == [((), 2), ((), 2)]
+    assert "on CPU" in describe_slots(slots, cpus=4)
+
+
 def test_distributed_cpu_trial_splits_threads_between_ranks():
     slots = make_slots(resources(), workers=1, ranks_per_trial=2, available_gpus=[], cpu_count=2)
     assert (slots[0].ranks, slots[0].threads) == (2, 1)
