@@ -127,7 +127,8 @@ def test_neftune_adds_noise_to_embeddings_only_while_training(tmp_path):
         def on_step_end(self, args, state, control, model=None, **kwargs):
             embeddings = model.get_input_embeddings()
             model.train()
-            on_device = ids.to(embeddings.weight.device)  # the Trainer moved the model to its GPU, if one is there
+            # the Trainer moved the model to its GPU, if one is there
+            on_device = ids.to(embeddings.weight.device)
             seen["train"] = torch.equal(embeddings(on_device), embeddings(on_device))
 
     args = quiet_args(tmp_path, max_steps=1, neftune_noise_alpha=5.0)

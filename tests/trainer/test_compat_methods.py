@@ -135,8 +135,8 @@ def test_a_checkpoint_of_a_transformers_model_loads_with_from_pretrained(tmp_pat
     args = quiet_args(tmp_path, max_steps=2, save_strategy="steps", save_steps=2)
     Trainer(model=model, args=args, train_dataset=data).train()
     loaded = transformers.BertForSequenceClassification.from_pretrained(str(tmp_path / "checkpoint-2"))
-    for name, tensor in model.state_dict().items():
-        assert torch.equal(loaded.state_dict()[name], tensor.cpu()), name  # trained on the GPU where one is there
+    for name, tensor in model.state_dict().items():  # trained on the GPU where one is there
+        assert torch.equal(loaded.state_dict()[name], tensor.cpu()), name
 
 
 def test_positional_arguments_follow_transformers_order_and_optimizer_cls_and_kwargs(tmp_path):

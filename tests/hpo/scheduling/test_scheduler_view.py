@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import time
-import torch
 
+import torch
 from rich.console import Console
 
 from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table
