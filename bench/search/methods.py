@@ -25,13 +25,15 @@ class Method:
     pruner: dict[str, Any] | None = None  # a study file's `pruner:` section (stop-type)
     asha: bool = False  # hpo's promotion ASHA at the problem's levels (pause and resume)
     in_place: bool = True  # ASHA's continue_in_place (hpo's default)
+    underfilled: bool = False  # ASHA's promote_underfilled: a rung's best goes on below eta trials
+    multi_fidelity: bool = False  # TPE learns from every rung value, paused trials included (RungTPESampler)
 
     def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
         """Worker `worker`'s sampler in a run seeded `seed`: hpo seeds each worker apart (`seed_offset`)."""
         section = (
             SamplerSpec(type="random", seed=seed)
             if self.sampler == "random"
-            else spec.study.sampler.model_copy(update={"seed": seed})
+            else spec.study.sampler.model_copy(update={"seed": seed, "multi_fidelity": self.multi_fidelity})
         )
         seeded = spec.model_copy(update={"study": spec.study.model_copy(update={"sampler": section})})
         return build_sampler(seeded, seed_offset=seed_offset(worker, 0))
@@ -42,25 +44,31 @@ class Method:
 
 def methods_for(problem: Problem) -> list[Method]:
     low, eta = problem.pruner_min_steps, problem.eta
+    sh = {"type": "successive_halving", "min_resource": low, "reduction_factor": eta}
+    hyperband = {
+        "type": "hyperband",
+        "min_resource": low,
+        "max_resource": problem.steps,
+        "reduction_factor": eta,
+    }
     return [
+        # the peers: Optuna's samplers, alone or with its stop-type pruners
         Method("random", "random"),
         Method("tpe", "study"),
-        Method(
-            "tpe+sh", "study", {"type": "successive_halving", "min_resource": low, "reduction_factor": eta}
-        ),
-        Method(
-            "tpe+hyperband",
-            "study",
-            {
-                "type": "hyperband",
-                "min_resource": low,
-                "max_resource": problem.steps,
-                "reduction_factor": eta,
-            },
-        ),
+        Method("tpe+sh", "study", sh),
+        Method("tpe+hyperband", "study", hyperband),
+        # the multi-fidelity TPE serves stop-type studies too
+        Method("mftpe+sh", "study", sh, multi_fidelity=True),
+        Method("mftpe+hyperband", "study", hyperband, multi_fidelity=True),
+        # promotion ASHA: the paper's rule with Optuna's TPE (hpo's default until issue 23), then each change alone
         Method("random+asha", "random", asha=True),
         Method("tpe+asha", "study", asha=True),
+        Method("tpe+asha-underfilled", "study", asha=True, underfilled=True),
+        Method("mftpe+asha", "study", asha=True, multi_fidelity=True),
+        Method(HPO_METHOD, "study", asha=True, underfilled=True, multi_fidelity=True),
     ]
 
 
-HPO_METHOD = "tpe+asha"  # the method the table compares with the best of the others
+# hpo's default for `scheduler: {type: asha}` with a TPE sampler: promote_underfilled and the multi-fidelity TPE
+HPO_METHOD = "mftpe+asha-underfilled"
+PEERS = ("random", "tpe", "tpe+sh", "tpe+hyperband")  # what a user would otherwise run: Optuna as it comes

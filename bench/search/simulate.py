@@ -36,6 +36,8 @@ from bench.search.methods import Method
 from bench.search.recording import Recording
 from hpo.scheduling.asha import RungTrial, hopeless, next_promotion
 from hpo.spec import StudySpec, load_study_spec
+from hpo.storage import pause
+from hpo.storage.study_db import ask_new, ask_queued, trial_id
 from hpo.trial.space import sample_params
 
 
@@ -85,6 +87,13 @@ class Outcome:
         return sum(t.done for t in self.trials)  # in evaluations
 
 
+class SimStorage(optuna.storages.InMemoryStorage):
+    """In memory, with the heartbeat hpo's resume beats (a simulated trial never goes stale)."""
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        pass
+
+
 @lru_cache(maxsize=8)
 def _spec(path: Path) -> StudySpec:
     return load_study_spec(path)
@@ -106,7 +115,7 @@ class Simulation:
         self.rec, self.method, self.costs = recording, method, costs
         self.budget_s, self.n_trials, self.workers = budget_s, n_trials, workers
         self.spec = _spec(recording.problem.study)
-        storage = optuna.storages.InMemoryStorage()
+        storage = SimStorage()
         direction = "maximize" if recording.maximize else "minimize"
         # The study's own name: Hyperband assigns brackets from a hash of it and the trial number.
         name = study_name or self.spec.study.name
@@ -178,7 +187,7 @@ class Simulation:
     def claim(self, worker: int, at: float) -> bool:
         if self.method.asha:
             self.end_hopeless(at)
-            promotion = next_promotion(self.table(), len(self.levels), self.method_eta, self.rec.maximize)
+            promotion = self.next_promotion()
             if promotion is not None:
                 self.resume(worker, self.by_number(promotion.number), at)
                 return True
@@ -191,9 +200,15 @@ class Simulation:
     def method_eta(self) -> int:
         return self.rec.problem.eta
 
+    def next_promotion(self) -> Any:
+        return next_promotion(
+            self.table(), len(self.levels), self.method_eta, self.rec.maximize, self.method.underfilled
+        )
+
     def start(self, worker: int, at: float) -> None:
         study = self.studies[worker]
-        trial = study.ask()
+        # as hpo's claim: an `enqueue:` point first, else the sampler's (study.ask() would pop a paused trial)
+        trial = ask_queued(study) or ask_new(study)
         params = sample_params(trial, self.spec.search_space)
         config = self.rec.nearest(params)
         sim = SimTrial(len(self.out.trials), trial, config)
@@ -208,6 +223,9 @@ class Simulation:
         assert sim.rung is not None and sim.state == "paused"
         sim.rung.paused, sim.rung.running = False, True
         sim.rung.promoted.add(sim.rung.rung)
+        resumed = pause.resume_trial(sim.trial.study, trial_id(sim.trial))  # RUNNING again, as hpo resumes it
+        assert resumed is not None
+        sim.trial = resumed
         sim.state, sim.resumes = "running", sim.resumes + 1
         self.busy_since[worker] = at
         self.schedule(worker, sim, at + self.costs.resume_s)
@@ -251,13 +269,16 @@ class Simulation:
         sim.rung.values[rung] = value
         sim.trial.report(value, step)
         sim.rung.paused, sim.rung.running = True, False
-        choice = next_promotion(self.table(), len(self.levels), self.method_eta, self.rec.maximize)
+        choice = self.next_promotion()
         if self.method.in_place and choice is not None and choice.number == sim.number:
             sim.rung.paused, sim.rung.running = False, True
             sim.rung.promoted.add(rung)
             self.schedule(worker, sim, at)
             return
         sim.state = "paused"
+        # WAITING in the storage, as hpo pauses it: what a sampler sees of a paused trial is what it would see in a run
+        checkpoint = f"sim/trial-{sim.number}/checkpoint-{step}"
+        pause.pause_trial(sim.trial.study, trial_id(sim.trial), step=step, checkpoint=checkpoint, value=value)
         self.push(at + self.costs.pause_s, worker, None)
 
     def end_hopeless(self, at: float) -> None:
@@ -265,7 +286,8 @@ class Simulation:
         if self.n_trials is None:
             return
         remaining = max(0, self.n_trials - len(self.out.trials))
-        for out in hopeless(self.table(), self.method_eta, self.rec.maximize, remaining):
+        table = self.table()
+        for out in hopeless(table, self.method_eta, self.rec.maximize, remaining, self.method.underfilled):
             sim = self.by_number(out.number)
             assert sim.rung is not None
             sim.rung.paused = False
@@ -277,7 +299,11 @@ class Simulation:
         if sim.rung is not None:
             sim.rung.running = False
         values = value if math.isfinite(value) else None
-        if state == TrialState.COMPLETE:
+        if (
+            sim.state == "pruned" and sim.rung is not None and sim.rung.values
+        ):  # a paused trial ended at its rung
+            pause.end_paused_trial(sim.trial.study, trial_id(sim.trial), state, values)
+        elif state == TrialState.COMPLETE:
             sim.trial.study.tell(sim.trial, values)
         else:
             sim.trial.study.tell(sim.trial, state=TrialState.PRUNED)

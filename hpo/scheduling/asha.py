@@ -7,6 +7,11 @@ rungs from the highest down and promotes the best paused trial of a rung that is
 reached that rung (floor(n_k / eta) trials) and was not promoted from it yet; without one, a new configuration starts.
 Nothing waits for a rung to fill: that is the "asynchronous" of ASHA.
 
+`underfilled=True` (hpo's default, `scheduler.promote_underfilled`): a rung's best trial may go on while the rung
+holds fewer than eta trials (the top max(1, floor(n_k / eta))), as Optuna's successive-halving pruner lets it. The
+paper's rule promotes nothing until eta trials reached a rung, so the first trials wait for a whole rung to fill
+before any of them trains on: the search sees no full-budget value until late (issue 23's benchmark).
+
 `hopeless` is what makes the disk bound and the final states possible: a paused trial whose place in its rung is below
 floor(N / eta) even if every trial that could still reach the rung (N) arrived behind it will never be promoted, so it
 can end PRUNED now and its checkpoint can go.
@@ -57,30 +62,46 @@ def ranking(trials: list[RungTrial], rung: int, maximize: bool) -> list[RungTria
     return sorted(reached, key=lambda t: (-t.values[rung] if maximize else t.values[rung], t.number))
 
 
-def promotable(trials: list[RungTrial], rung: int, eta: int, maximize: bool) -> list[RungTrial]:
-    """Paused trials at `rung`, not yet promoted from it, in its top floor(n / eta); best first."""
+def top_size(reached: int, eta: int, underfilled: bool) -> int:
+    """How many of the `reached` trials of a rung may go on: floor(n / eta), at least 1 with `underfilled`."""
+    top = reached // eta
+    return max(1, top) if underfilled and reached else top
+
+
+def promotable(
+    trials: list[RungTrial], rung: int, eta: int, maximize: bool, underfilled: bool = False
+) -> list[RungTrial]:
+    """Paused trials at `rung`, not yet promoted from it, in its top floor(n / eta) (at least its best one with
+    `underfilled`); best first."""
     ranked = ranking(trials, rung, maximize)
-    top = ranked[: len(ranked) // eta]
+    top = ranked[: top_size(len(ranked), eta, underfilled)]
     return [t for t in top if t.paused and t.rung == rung and rung not in t.promoted]
 
 
-def next_promotion(trials: list[RungTrial], rungs: int, eta: int, maximize: bool) -> Promotion | None:
+def next_promotion(
+    trials: list[RungTrial], rungs: int, eta: int, maximize: bool, underfilled: bool = False
+) -> Promotion | None:
     """What a free slot does: promote the best promotable trial of the highest rung that has one, else None (start a
     new configuration). `rungs` is the number of pause levels (len(rung_levels(...)))."""
     for rung in range(rungs - 1, -1, -1):
-        found = promotable(trials, rung, eta, maximize)
+        found = promotable(trials, rung, eta, maximize, underfilled)
         if found:
             return Promotion(found[0].number, rung)
     return None
 
 
 def hopeless(
-    trials: list[RungTrial], eta: int, maximize: bool, new_configurations: int | None
+    trials: list[RungTrial],
+    eta: int,
+    maximize: bool,
+    new_configurations: int | None,
+    underfilled: bool = False,
 ) -> list[RungTrial]:
     """Paused trials that can never be promoted, whatever happens next.
 
     At most n_k + (trials alive below rung k) + new_configurations trials can ever reach rung k. A paused trial ranked
-    p among the n_k there today can only fall in rank, so if p > floor(that maximum / eta) it is out for good.
+    p among the n_k there today can only fall in rank, so if p > floor(that maximum / eta) it is out for good (with
+    `underfilled` the best of a rung is never out: it is promotable however few trials the rung ever holds).
     `new_configurations=None` (no n_trials: the study runs until its timeout) means anything may still arrive."""
     if new_configurations is None:
         return []
@@ -99,7 +120,7 @@ def hopeless(
                 continue
             rung, ranked = trial.rung, places[trial.rung]
             most = len(ranked) + sum(1 for r in alive if r < rung) + new_configurations
-            if ranked.get(trial.number, len(ranked) + 1) > most // eta:
+            if ranked.get(trial.number, len(ranked) + 1) > top_size(most, eta, underfilled):
                 found.append(trial)
         if not found:
             return out

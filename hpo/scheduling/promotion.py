@@ -59,6 +59,7 @@ class AshaPlan:
     resource: str
     metric: str
     in_place: bool = True
+    underfilled: bool = True  # the best trial of a rung with fewer than eta trials goes on (asha.top_size)
     store: str | None = None  # the experiment store, where a trial ended at its rung records "pruned"
 
     @classmethod
@@ -75,6 +76,7 @@ class AshaPlan:
             resource=scheduler.resource,
             metric=(spec.study.metrics or ["eval_loss"])[0],
             in_place=scheduler.continue_in_place,
+            underfilled=scheduler.promote_underfilled,
             store=store_location(spec),
         )
 
@@ -133,7 +135,9 @@ def claim_work(
         retry = ask_queued(study, retries_only=True)  # work already promoted, continuing from its checkpoint
         if retry is not None:
             return retry
-    promotion = next_promotion(rung_table(study, plan), len(plan.levels), plan.eta, plan.maximize)
+    promotion = next_promotion(
+        rung_table(study, plan), len(plan.levels), plan.eta, plan.maximize, plan.underfilled
+    )
     if promotion is not None:
         resumed = resume(study, promotion.number, owner)
         if resumed is not None:
@@ -162,7 +166,7 @@ def end_hopeless(
     remaining = 0 if time_up else remaining_trials(study, n_trials)
     trials = rung_table(study, plan)
     ended = []
-    for out in hopeless(trials, plan.eta, plan.maximize, remaining):
+    for out in hopeless(trials, plan.eta, plan.maximize, remaining, plan.underfilled):
         frozen = _by_number(study, out.number)
         if frozen is None:
             continue
@@ -272,7 +276,7 @@ def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_
                 if entry.number == trial.number:  # as the rule would see it, paused here and not promoted yet
                     entry.paused, entry.running = True, False
                     entry.promoted.discard(entry.rung)
-            choice = next_promotion(table, len(plan.levels), plan.eta, plan.maximize)
+            choice = next_promotion(table, len(plan.levels), plan.eta, plan.maximize, plan.underfilled)
             record_heartbeat(study, trial)
             if choice is None or choice.number != trial.number:
                 return True

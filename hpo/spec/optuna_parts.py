@@ -3,6 +3,7 @@
 Options may be written inline or under `options:` (both mean the same):
 
     sampler: {type: tpe, seed: 0, n_startup_trials: 5, multivariate: true}
+    sampler: {type: tpe, multi_fidelity: false}   # Optuna's TPE exactly, also under an ASHA scheduler
     pruner:  {type: hyperband, options: {min_resource: 1, reduction_factor: 3}}
     pruner:  {type: patient, patience: 2, wrapped: {type: median}}
 
@@ -84,12 +85,18 @@ class SamplerSpec(Section):
     type: Literal["tpe", "random", "grid", "cmaes", "gp", "nsgaii", "qmc"] = "tpe"
     seed: int | None = None
     options: dict[str, Any] = {}
+    # TPE only: learn from every rung value, paused and running trials included (hpo.storage.rung_sampler, BOHB's
+    # model on the highest budget with enough observations). None: on when the study has an ASHA scheduler, whose
+    # paused trials Optuna's TPE never sees; off otherwise (Optuna's TPE as it is).
+    multi_fidelity: bool | None = None
 
     @model_validator(mode="after")
     def _check(self) -> SamplerSpec:
         self.options = _options(self, self.options)
         self.__pydantic_extra__ = {}
         _check_names(self.optuna_class(), self.options, f"sampler {self.type}")
+        if self.multi_fidelity and self.type != "tpe":
+            raise FieldProblem("multi_fidelity", f"is for sampler type tpe, not {self.type}")
         return self
 
     def optuna_class(self) -> type:
@@ -97,15 +104,16 @@ class SamplerSpec(Section):
 
         return getattr(optuna.samplers, SAMPLERS[self.type])
 
-    def build(self, grid: dict[str, list[Any]] | None = None) -> Any:
-        """The Optuna sampler; `grid` (parameter -> values) is required for type grid."""
+    def build(self, grid: dict[str, list[Any]] | None = None, cls: type | None = None) -> Any:
+        """The Optuna sampler; `grid` (parameter -> values) is required for type grid. `cls`: a subclass of the
+        type's Optuna class to build instead (the multi-fidelity TPE), with the same options."""
         kwargs = dict(self.options)
         if self.seed is not None:
             kwargs["seed"] = self.seed
         if self.type == "grid":
             kwargs["search_space"] = grid or {}
         try:
-            return self.optuna_class()(**kwargs)
+            return (cls or self.optuna_class())(**kwargs)
         except (TypeError, ValueError) as error:
             raise FieldProblem(
                 "options", f"{self.optuna_class().__name__} refused the options: {error}"

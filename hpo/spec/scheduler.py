@@ -1,6 +1,7 @@
 """`study.scheduler`: a scheduler that pauses trials at rungs and continues the promising ones (promotion-type ASHA).
 
     scheduler: {type: asha, resource: steps, min_resource: 4, max_resource: 36, reduction_factor: 3}
+    scheduler: {type: asha, ..., promote_underfilled: false}   # the paper's rule (no promotion below eta trials)
 
 A trial trains to min_resource * reduction_factor^k (global steps, or epochs with `resource: epochs`), reports its
 objective there, saves a checkpoint and pauses; `hpo.scheduling.promotion` decides which paused trials continue.
@@ -28,6 +29,10 @@ class SchedulerSpec(Section):
     # A trial the rule would promote the moment it reaches its rung trains on without pausing. false: every promotion
     # is a pause and a resume (the paper's ASHA; what a promotion costs shows in `hpo status`).
     continue_in_place: bool = True
+    # The best trial of a rung that fewer than reduction_factor trials reached goes on (as Optuna's pruners let it),
+    # so the first trials reach the full budget early. false: the paper's rule, nothing promoted until a rung holds
+    # reduction_factor trials (bench/search measured it slower to every target: docs/benchmarks.md).
+    promote_underfilled: bool = True
 
     def training_length_key(self) -> str:
         return "max_steps" if self.resource == "steps" else "num_train_epochs"

@@ -22,6 +22,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from hpo.errors import ConfigError, HpoError
 from hpo.spec import FieldProblem, StudySpec, metric_key
 from hpo.storage.database import create_storage, dispose_connections, unwrap_rdb
+from hpo.storage.rung_sampler import RungTPESampler
 from hpo.storage.urls import redact, sqlite_path
 
 PAUSED_ATTR = "hpo:paused"  # the system attribute of a paused trial; hpo.storage.pause owns its meaning
@@ -48,9 +49,20 @@ def build_sampler(spec: StudySpec, seed_offset: int = 0) -> optuna.samplers.Base
         else None
     )
     try:
-        return section.build(grid)
+        return section.build(grid, RungTPESampler if multi_fidelity(spec) else None)
     except FieldProblem as problem:
         raise ConfigError(f"study.sampler.{problem.field}: {problem.message}") from problem
+
+
+def multi_fidelity(spec: StudySpec) -> bool:
+    """Whether the study's TPE learns from rung values (`sampler.multi_fidelity`; unset: under an ASHA scheduler)."""
+    section = spec.study.sampler
+    if section.type != "tpe":
+        return False
+    if section.multi_fidelity is not None:
+        return section.multi_fidelity
+    scheduler = spec.study.scheduler
+    return scheduler is not None and scheduler.type == "asha"
 
 
 def build_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
