@@ -15,6 +15,7 @@ ASHA = {
     "max_resource": 16,
     "reduction_factor": 2,
     "continue_in_place": False,  # every promotion a pause and a resume
+    "promote_underfilled": False,  # the paper's rule: of 4 trials one completes, after pausing at both rungs
 }
 
 

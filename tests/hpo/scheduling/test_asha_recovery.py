@@ -16,7 +16,14 @@ from scheduler_support import kill_quietly, slow_study, start_hpo, trials, wait_
 from hpo.storage import pause
 from hpo.storage.retention import checkpoints_in
 
-ASHA = {"type": "asha", "min_resource": 4, "max_resource": 16, "reduction_factor": 2}
+# The paper's rule: nothing goes on below eta trials, so the first trials pause and a kill finds several paused.
+ASHA = {
+    "type": "asha",
+    "min_resource": 4,
+    "max_resource": 16,
+    "reduction_factor": 2,
+    "promote_underfilled": False,
+}
 
 
 def asha_slow_study(folder, n_trials, delay=0.05, **scheduler):

@@ -103,3 +103,28 @@ def test_rung_counts_and_values_by_rung():
     assert counts[0] == {"rung": 0, "reached": 3, "paused": 1, "promoted": 2}
     assert counts[1] == {"rung": 1, "reached": 1, "paused": 1, "promoted": 0}
     assert values_by_rung({4: 0.5, 12: 0.7, 36: 0.9}, [4, 12]) == {0: 0.5, 1: 0.7}
+
+
+def test_underfilled_the_best_of_a_rung_below_eta_trials_goes_on():
+    # hpo's default (scheduler.promote_underfilled): the first trial at a rung is its best, so it goes on at once,
+    # as Optuna's successive-halving pruner lets it; the paper's rule waits for eta trials.
+    assert next_promotion([paused(0, 0.9)], rungs=2, eta=3, maximize=True, underfilled=True) == Promotion(
+        0, 0
+    )
+    table = [promoted(0, 0.9), paused(1, 0.5)]
+    assert (
+        next_promotion(table, rungs=2, eta=3, maximize=True, underfilled=True) is None
+    )  # top 1 of 2 is taken
+    table = [paused(0, 0.5), paused(1, 0.9)]
+    assert next_promotion(table, rungs=2, eta=3, maximize=True, underfilled=True) == Promotion(1, 0)
+    # From eta trials on, the rule is the paper's: top floor(n / eta).
+    table = [promoted(0, 0.9), paused(1, 0.8), paused(2, 0.7), paused(3, 0.6), paused(4, 0.5), paused(5, 0.4)]
+    for underfilled in (False, True):
+        assert next_promotion(table, 2, 3, True, underfilled) == Promotion(1, 0)
+
+
+def test_underfilled_the_best_paused_trial_is_never_hopeless():
+    table = [paused(0, 0.9), paused(1, 0.5)]
+    # Nothing more may arrive: the paper's rule promotes none of two (floor(2 / 3) = 0), ours the best one.
+    assert [t.number for t in hopeless(table, 3, True, 0)] == [0, 1]
+    assert [t.number for t in hopeless(table, 3, True, 0, underfilled=True)] == [1]

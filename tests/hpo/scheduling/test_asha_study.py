@@ -12,6 +12,7 @@ from study_task import write_study
 
 from hpo.spec import load_study_spec
 from hpo.storage import pause
+from hpo.storage.study_db import build_sampler
 from hpo.study import run_study
 from hpo.tracking.store import open_store
 
@@ -37,8 +38,10 @@ def final_weights(run_dir):
 def test_trials_pause_and_the_promoted_ones_end_bitwise_equal_to_a_straight_run(tmp_path):
     # One worker: the order of arrivals at the rungs, so which trials pause and which are resumed, is fixed. One thread
     # and the CPU in both runs (the straight one runs in this process): same reductions, so bitwise equal on any machine.
+    # The paper's rule (nothing promoted below eta trials): with these seeds, a trial that completes was resumed.
     same_arithmetic = {"resources": {"threads_per_trial": 1}, "training": {"use_cpu": True}}
-    run_study(asha_study(tmp_path / "asha", **same_arithmetic), workers=1, dry_run=False)
+    paper = {"scheduler": {**ASHA, "promote_underfilled": False}}
+    run_study(asha_study(tmp_path / "asha", study=paper, **same_arithmetic), workers=1, dry_run=False)
     found = trials(tmp_path / "asha")
     assert len(found) == 10  # n_trials counts configurations, not promotions
     assert {t.state for t in found} <= {TrialState.COMPLETE, TrialState.PRUNED}  # nobody left paused
@@ -101,3 +104,28 @@ def test_a_paused_trial_ended_as_hopeless_shows_pruned_in_the_experiment_store(t
         assert run["status"] == "pruned", trial.number
         (event,) = store.events(f"test/trial-{trial.number}", kind="pruned")
         assert event["data"]["step"] == trial.user_attrs["pruned_step"]
+
+
+def test_the_first_trial_goes_on_at_once_under_the_default_rule(tmp_path):
+    # hpo's default (promote_underfilled): the first trial is the best at each rung it reaches, so it trains to the
+    # full budget in place, with no pause and no resume; the paper's rule pauses it at the first rung (1 < eta).
+    run_study(asha_study(tmp_path / "default", n_trials=4), workers=1, dry_run=False)
+    first = min(trials(tmp_path / "default"), key=lambda t: t.number)
+    assert first.state == TrialState.COMPLETE and first.user_attrs["global_step"] == 16
+    assert sorted(pause.boundaries(first)) == [4, 8] and not first.system_attrs.get(pause.RESUMED_AT)
+
+    paper = {"scheduler": {**ASHA, "promote_underfilled": False}}
+    run_study(asha_study(tmp_path / "paper", n_trials=4, study=paper), workers=1, dry_run=False)
+    first = min(trials(tmp_path / "paper"), key=lambda t: t.number)
+    assert first.system_attrs.get(pause.RESUMED_AT) or first.user_attrs.get("pruned_step") == 4
+
+
+def test_tpe_under_asha_learns_from_paused_trials_in_a_real_run(tmp_path):
+    # The study file's TPE becomes the multi-fidelity TPE (hpo.storage.rung_sampler) under ASHA: past its start-up
+    # trials it models the rung values of paused trials, in the worker, on the study's SQLite file.
+    sampler = {"type": "tpe", "seed": 0, "n_startup_trials": 2}
+    run_study(asha_study(tmp_path, n_trials=6, study={"sampler": sampler}), workers=1, dry_run=False)
+    found = trials(tmp_path)
+    assert len(found) == 6 and {t.state for t in found} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    spec = load_study_spec(tmp_path / "study.yaml")
+    assert type(build_sampler(spec)).__name__ == "RungTPESampler"
