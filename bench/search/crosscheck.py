@@ -52,6 +52,7 @@ def study_section(method: Method, problem: Problem) -> dict[str, Any]:
                 "max_resource": problem.steps,
                 "reduction_factor": problem.eta,
                 "continue_in_place": method.in_place,
+                "promote_underfilled": method.underfilled,
             }
         }
     return {"pruner": method.pruner} if method.pruner else {}
