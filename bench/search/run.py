@@ -1,7 +1,8 @@
 """Every method on many seeds of a recorded problem: the table that tells them apart.
 
     python bench/search/run.py --problem digits --seeds 30     # about a minute on one core
-    python bench/search/run.py --quick                          # 3 seeds, well under a minute
+    python bench/search/run.py --seeds 30                       # every recorded problem (--problem all)
+    python bench/search/run.py --quick                          # every problem, every method, 3 seeds: under a minute
     python bench/search/run.py --n-trials 30                    # the study's n_trials instead of a time limit
 
 By default each run is `hpo run` with a time limit of the problem's wall budget (the study's n_trials trained to the
@@ -97,7 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--problem", default="digits", choices=sorted(PROBLEMS))
+    parser.add_argument("--problem", default="all", choices=["all", *sorted(PROBLEMS)])
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="3 seeds")
     parser.add_argument("--n-trials", type=int, help="configurations per run instead of a time limit")
@@ -106,11 +107,23 @@ def main() -> None:
     parser.add_argument("--start-s", type=float, help="per-trial start cost (default: the problem's)")
     parser.add_argument("--pause-s", type=float, help="cost of a pause (default: the problem's)")
     parser.add_argument("--resume-s", type=float, help="cost of a resume (default: the problem's)")
-    parser.add_argument("--json", type=Path, help="default: runs/bench_search_<problem>.json")
+    parser.add_argument(
+        "--json", type=Path, help="default: runs/bench_search_<problem>.json (one problem only)"
+    )
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    names = sorted(PROBLEMS) if options.problem == "all" else [options.problem]
+    for name in names:
+        out = (
+            options.json if options.json and len(names) == 1 else ROOT / "runs" / f"bench_search_{name}.json"
+        )
+        run_problem(name, options, out)
+
+
+def run_problem(name: str, options: argparse.Namespace, out: Path) -> None:
+    """Every method on `name` for the seeds asked: print the table and the ratios, write the JSON."""
     seeds = 3 if options.quick else options.seeds
-    recording = load(PROBLEMS[options.problem])
+    recording = load(PROBLEMS[name])
     budget_s = budget_of(recording) * options.budget_x
     methods = [
         m for m in methods_for(recording.problem) if not options.only or m.name in options.only.split(",")
@@ -123,7 +136,7 @@ def main() -> None:
         default.resume_s if options.resume_s is None else options.resume_s,
     )
     print(
-        f"{options.problem}: {len(recording.curves)} recorded configurations, targets "
+        f"{name}: {len(recording.curves)} recorded configurations, targets "
         + ", ".join(f"q{round(q * 100)} {t:.4f}" for q, t in targets.items())
         + f"; budget {budget_s:.1f} s wall on {recording.problem.workers} workers"
         + (f", {options.n_trials} configurations" if options.n_trials else " (a time limit)")
@@ -134,23 +147,22 @@ def main() -> None:
     per_seed: dict[str, list[RunFigures]] = {}
     for method in methods:
         per_seed[method.name] = run_method(recording, method, seeds, budget_s, options.n_trials, costs)
-    summaries = {name: summarise(runs) for name, runs in per_seed.items()}
+    summaries = {m: summarise(runs) for m, runs in per_seed.items()}
     print(table(summaries))
     if HPO_METHOD in summaries and summaries.keys() & set(PEERS):
         print("\n".join(against_best_other(summaries)))
     print(f"simulated in {time.perf_counter() - started:.1f} s")
-    out = options.json or ROOT / "runs" / f"bench_search_{options.problem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     payload: dict[str, Any] = {
-        "problem": options.problem,
+        "problem": name,
         "seeds": seeds,
         "budget_s": budget_s,
         "n_trials": options.n_trials,
         "costs": asdict(costs),
         "targets": {str(q): t for q, t in targets.items()},
         "recording": recording.conditions,
-        "summary": {name: {k: asdict(v) for k, v in figures.items()} for name, figures in summaries.items()},
-        "runs": {name: [asdict(r) for r in runs] for name, runs in per_seed.items()},
+        "summary": {m: {k: asdict(v) for k, v in figures.items()} for m, figures in summaries.items()},
+        "runs": {m: [asdict(r) for r in runs] for m, runs in per_seed.items()},
     }
     out.write_text(json.dumps(payload, indent=1, default=str))
     print(f"wrote {out}")
