@@ -2,6 +2,7 @@
 
     python bench/search/record.py --problem digits      # train the recorded configurations once (minutes)
     python bench/search/run.py --problem digits --seeds 30   # every method on 30 seeds, from the recording
+    python bench/search/run.py --quick                        # every method on every problem (digits, digits-cnn), 3 seeds
 
 problems.py   what a problem is (study file, budget, rungs, workers) and the ones defined
 record.py     trains a problem's configurations with the study's task and our Trainer; writes data/<problem>.json.gz

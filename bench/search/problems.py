@@ -60,4 +60,19 @@ PROBLEMS = {
         asha_levels=(45, 135, 405),
         pruner_min_steps=45,
     ),
+    # studies/digits_cnn.yaml: a small CNN on the same data, 450 steps with an evaluation every 45; 40 configurations
+    # (fewer than digits' 300, to keep the recording to minutes on one core); ASHA at steps 45 and 135 as the file
+    # says, the pruners' min_resource 45 steps. Pause and resume costs as the MLP's (same data, a model as small).
+    "digits-cnn": Problem(
+        name="digits-cnn",
+        study=ROOT / "studies" / "digits_cnn.yaml",
+        configurations=40,
+        draw_seed=2024,
+        steps=450,
+        eval_every=45,
+        n_trials=30,
+        workers=2,
+        asha_levels=(45, 135),
+        pruner_min_steps=45,
+    ),
 }
