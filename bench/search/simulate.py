@@ -12,7 +12,10 @@ recorded value at that step is reported and the method decides, with the decisio
 - promotion ASHA: at a rung, the value goes into the trial's rung table and hpo's rule (`hpo.scheduling.asha`:
   `next_promotion`, and `hopeless` when n_trials bounds the study) decides, as `hpo.scheduling.promotion` does on the
   database: train on in place when the rule would promote this trial this very moment, else pause. A free worker
-  takes the rule's promotion (resumed, paying `resume_s`), else a new configuration.
+  takes the rule's promotion (resumed, paying `resume_s`), else a new configuration. A trial is paused, resumed and
+  ended in the storage with hpo's own functions (`hpo.storage.pause`: a paused trial is WAITING), and new trials are
+  taken as hpo takes them (`ask_queued`, `ask_new`), so a sampler sees of paused trials what it sees in a run;
+  `promote_underfilled` and the multi-fidelity TPE are the method's (`Method.underfilled`, `.multi_fidelity`).
 A worker that frees starts the next piece of work at once: a new configuration costs `start_s` plus its recorded
 set-up; a pause costs `pause_s` before the worker is free; a resume costs `resume_s` (which includes set-up).
 Samplers ask on one in-memory storage, one Optuna study object per worker, each seeded apart as hpo's workers are, so

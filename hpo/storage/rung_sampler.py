@@ -15,7 +15,8 @@ restarted study continues as it was):
     a trial with a value at b (or, lacking one, at the next budget it reached) counts as COMPLETE with that value;
         a trial that stopped or paused below b counts as PRUNED at its last step (TPE ranks those after every
         COMPLETE one, higher steps first: the rule that stopped them judged them worse)
-Multi-objective studies see Optuna's own view: the budgets have one value each only for a single objective.
+Multi-objective studies see Optuna's own view: the budgets have one value each only for a single objective. With
+`constant_liar`, running trials that reported nothing yet are left out (the view has no RUNNING trials).
 """
 
 from __future__ import annotations
