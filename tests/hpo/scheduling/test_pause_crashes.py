@@ -77,6 +77,7 @@ def test_asha_trial_killed_between_its_rung_save_and_its_pause_is_judged_at_that
         training={"max_steps": 16},
         resources={"workers": 1, "heartbeat_interval": 1, "grace_period": 3},
         callbacks=kill_after_save(tmp_path, 4),
+        tracking={"store": True},  # the "retried" event checked below lives in the experiment store
     )
     run_to_the_end(tmp_path)
     found = trials(tmp_path)
