@@ -13,6 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import ConfigError, HpoError
 from hpo.spec import RunSpec, Spec, StudySpec, metric_key
+from hpo.storage import remote
 from hpo.storage.lineage import as_records, latest_by_member, member_of, schedule
 from hpo.storage.study_db import load_existing_study, pick_trial
 from hpo.tracking.events import store_location
@@ -55,7 +56,7 @@ def study_source(
 
 def trial_source(spec: StudySpec, study: optuna.Study, trial: FrozenTrial) -> ExportSource:
     metrics = list(spec.study.metrics or [])
-    checkpoint = trial_checkpoint(trial)
+    checkpoint = trial_checkpoint(trial, spec.output_dir)
     params, steps = dict(trial.params), None
     if spec.study.scheduler is not None and spec.study.scheduler.type == "pbt":
         # The weights were trained along a schedule; the member's latest values build the model they load into.
@@ -109,13 +110,19 @@ def trial_dir(trial: FrozenTrial) -> str:
     return str(trial.user_attrs.get("run_dir") or "")
 
 
-def trial_checkpoint(trial: FrozenTrial) -> Path:
-    """The trial's best checkpoint, else its newest complete checkpoint."""
+def trial_checkpoint(trial: FrozenTrial, output_dir: str | None = None) -> Path:
+    """The trial's best checkpoint, else its newest complete checkpoint. With a URL output folder (`output_dir`, the
+    mirror: hpo.storage.remote) either is fetched from the object store when this machine has no current copy."""
     best = trial.user_attrs.get("best_checkpoint")
-    if best and Path(best).is_dir():
-        return Path(best)
     run_dir = trial.user_attrs.get("run_dir")
-    saved = list_checkpoints(run_dir) if run_dir and Path(run_dir).is_dir() else []
+    if output_dir is not None:
+        for candidate in (best, run_dir and remote.latest(run_dir, output_dir)):
+            fetched, _ = remote.fetch(candidate, output_dir)
+            if fetched is not None:
+                return fetched
+    elif best and Path(best).is_dir():
+        return Path(best)
+    saved = list_checkpoints(run_dir) if output_dir is None and run_dir and Path(run_dir).is_dir() else []
     if saved:
         return saved[-1]
     raise HpoError(
