@@ -3,7 +3,7 @@
 The Trainer fires `on_save` after it renamed `checkpoint-<step>/` into place, so the folder is complete; the upload runs
 then, in the training thread: a checkpoint another machine may resume from must be in the store before the trial goes
 on (or pauses, or stops on a preemption). What moved is kept in the trial's `uploaded` attribute (files, bytes,
-seconds, checkpoints), for `hpo status` readers and the figures of bench/object_store.py.
+seconds, checkpoints, the newest one's step), for `hpo status` readers and the figures of bench/object_store.py.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class UploadCallback(TrainerCallback):
         self.total["files"] += done.files
         self.total["bytes"] += done.bytes
         self.total["seconds"] = round(self.total["seconds"] + done.seconds, 3)
+        self.total["step"] = state.global_step  # the newest checkpoint in the store
         if self.record is not None:
             self.record(dict(self.total))
 

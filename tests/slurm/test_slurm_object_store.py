@@ -174,7 +174,7 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
     n_trials = 6
     slow_study(
         tmp_path,
-        delay=0.15,
+        delay=0.3,
         study={
             "name": name,
             "n_trials": n_trials,
@@ -182,14 +182,17 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
             "scheduler": ASHA,
             "sampler": {"type": "random", "seed": 0},
         },
-        training={"max_steps": 16, "lr_scheduler_type": "linear"},
+        training={"max_steps": 16, "lr_scheduler_type": "linear", "save_steps": 2},
     )
     started = time.monotonic()
     job_id, tasks = _submit(tmp_path, postgres_url)
 
     def a_task0_trial_past_a_checkpoint() -> bool:
+        """Task 0 training past a checkpoint that is no rung (saves every 2 steps, rungs at 4, 8, 16): not pausing."""
         running = [t for t in _trials(postgres_url, name) if t.state == TrialState.RUNNING]
-        return len(running) == 2 and any(_task_of(t) == 0 and t.user_attrs.get("uploaded") for t in running)
+        return len(running) == 2 and any(
+            _task_of(t) == 0 and (t.user_attrs.get("uploaded") or {}).get("step", 0) % 4 == 2 for t in running
+        )
 
     wait_for(
         a_task0_trial_past_a_checkpoint, timeout=300, what="task 0 mid-trial past an uploaded checkpoint"
