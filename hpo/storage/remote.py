@@ -359,3 +359,15 @@ def upload_folder(local: str | Path, url: str, last: str = "export.json") -> Tra
             fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
         fs.put_file(str(path), target)
     return Transfer(len(files), sum(p.stat().st_size for p in files), time.perf_counter() - started)
+
+
+def shown(path: str | Path, output_dir: str | Path) -> str | None:
+    """A recorded checkpoint as a user can find it: its URL in the object store (a URL output folder) or its local
+    path; None when it is no longer kept."""
+    store = store_of(output_dir)
+    if store is None:
+        return str(path) if Path(path).is_dir() else None
+    local = localize(path, output_dir)
+    if not local.is_relative_to(store.mirror) or store.manifest(local) is None:
+        return str(local) if local.is_dir() else None
+    return f"{store.url}/{local.relative_to(store.mirror).as_posix()}"
