@@ -154,9 +154,13 @@ def summarize_study(study: optuna.Study, spec: StudySpec, chosen: int) -> dict[s
 # ---- a single run -----------------------------------------------------------------------------------------------
 def run_source(spec: RunSpec) -> ExportSource:
     output_dir = Path(spec.output_dir or Path("runs") / (spec.name or "run"))
+    if (
+        remote.store_of(output_dir) is not None
+    ):  # a URL output folder: the newest checkpoint in the store, here
+        remote.fetch(remote.latest(output_dir, output_dir), output_dir)
     saved = list_checkpoints(output_dir) if output_dir.is_dir() else []
     if saved:
-        best = _best_of_run(saved[-1])
+        best = _best_of_run(saved[-1], output_dir)
         checkpoint = best if best is not None else saved[-1]
     elif (output_dir / "model.safetensors").is_file() or (output_dir / "adapter_model.safetensors").is_file():
         checkpoint = output_dir
@@ -182,10 +186,11 @@ def run_source(spec: RunSpec) -> ExportSource:
     )
 
 
-def _best_of_run(latest: Path) -> Path | None:
+def _best_of_run(latest: Path, output_dir: Path) -> Path | None:
+    """The run's best checkpoint (fetched from the object store behind a URL output folder), when it is kept."""
     state = _trainer_state(latest)
-    best = state.get("best_model_checkpoint")
-    return Path(best) if best and Path(best).is_dir() else None
+    best, _ = remote.fetch(state.get("best_model_checkpoint"), output_dir)
+    return best
 
 
 def _run_metric(checkpoint: Path) -> list[str]:

@@ -94,3 +94,17 @@ def test_train_resumes_on_a_machine_that_holds_nothing_from_the_store(tmp_path, 
     assert fs.exists(
         f"{s3_bucket}/runs/digits/checkpoint-90.complete"
     )  # uploaded again by the second machine
+    exported = _hpo(
+        ROOT,
+        "export",
+        str(RUN_FILE),
+        "--set",
+        f"output_dir={url}",
+        "--out",
+        str(tmp_path / "export"),
+        env={
+            "HPO_SCRATCH": str(tmp_path / "c")
+        },  # a third machine: the run's checkpoint comes from the store
+    )
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert (tmp_path / "export" / "model.safetensors").is_file() and "difference" in exported.stdout
