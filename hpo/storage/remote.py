@@ -20,11 +20,13 @@ FSSPEC_S3_ENDPOINT_URL, AWS_PROFILE); nothing here prints them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -87,8 +89,18 @@ class ObjectStore:
         except FileNotFoundError:
             return None
 
+    def complete(self, checkpoint: Path) -> bool:
+        """Whether the checkpoint's marker is in the store (from the snapshot of `listing()` when one is taken)."""
+        if self.mirror in _snapshots and checkpoint.parent.parent == self.mirror:
+            return checkpoint.name in self.names(checkpoint.parent)[0]
+        return self.manifest(checkpoint) is not None
+
     def names(self, run_dir: Path) -> tuple[set[str], set[str]]:
         """(checkpoints with a marker, checkpoint folders) under a trial's folder in the store."""
+        snapshot = _snapshots.get(self.mirror)
+        if snapshot is not None and run_dir.parent == self.mirror:
+            marked, folders = snapshot.get(run_dir.name, (set(), set()))
+            return set(marked), set(folders)
         key = self.key(run_dir)
         self._fresh(key)
         try:
@@ -101,6 +113,37 @@ class ObjectStore:
         }
         folders = {n for n in base if n.startswith(_CHECKPOINT) and not n.endswith(MARKER_SUFFIX)}
         return marked, folders
+
+
+# mirror -> trial folder name -> (checkpoints with a marker, checkpoint folders): one listing of the whole store while
+# retention reads every trial's folder (one request per page of 1,000 objects, not a few per trial).
+_snapshots: dict[Path, dict[str, tuple[set[str], set[str]]]] = {}
+
+
+@contextlib.contextmanager
+def listing(output_dir: str | Path) -> Iterator[None]:
+    """Within: what the store holds is read from one listing taken on entry (deletes still go to the store)."""
+    store = store_of(output_dir)
+    if store is None or store.mirror in _snapshots:
+        yield
+        return
+    root = store.key(store.mirror)
+    store._fresh(root)
+    snapshot: dict[str, tuple[set[str], set[str]]] = {}
+    for path in store.fs.find(root):
+        parts = str(path)[len(root) :].strip("/").split("/")
+        if len(parts) < 2 or not parts[0].startswith("trial-") or not parts[1].startswith(_CHECKPOINT):
+            continue
+        marked, folders = snapshot.setdefault(parts[0], (set(), set()))
+        if len(parts) == 2 and parts[1].endswith(MARKER_SUFFIX):
+            marked.add(parts[1][: -len(MARKER_SUFFIX)])
+        elif len(parts) > 2:
+            folders.add(parts[1])
+    _snapshots[store.mirror] = snapshot
+    try:
+        yield
+    finally:
+        _snapshots.pop(store.mirror, None)
 
 
 def _protocols(fs: Any) -> set[str]:
@@ -230,7 +273,7 @@ def exists(path: str | Path, output_dir: str | Path) -> bool:
     local = localize(path, output_dir)
     if not local.is_relative_to(store.mirror):
         return local.is_dir()
-    return store.manifest(local) is not None
+    return store.complete(local)
 
 
 def latest(run_dir: str | Path, output_dir: str | Path) -> Path | None:

@@ -99,6 +99,11 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | 
     """Delete the checkpoints the policy does not keep; returns what was deleted. `top_k=None` keeps everything."""
     if top_k is None:
         return []
+    with remote.listing(spec.output_dir):  # an object store is listed once, not a few requests per trial
+        return _enforce(study, spec, top_k)
+
+
+def _enforce(study: optuna.Study, spec: StudySpec, top_k: int) -> list[Path]:
     # Read once: this runs after every trial, in a worker, beside running trials.
     trials = study.get_trials(deepcopy=False)
     top = {t.number for t in top_trials(study, top_k, trials)}

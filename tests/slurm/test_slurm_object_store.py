@@ -278,7 +278,10 @@ def test_tasks_that_share_no_folder_give_the_model_one_machine_gives(
                 "pruner": {"type": "none"},
             },
             training={"max_steps": 12},
-            resources={"heartbeat_interval": 1, "grace_period": 3},
+            # One thread on both sides: bitwise equality needs the same float summation order. A grace period a
+            # loaded 2-core machine cannot miss: a crash retry is exact too, but a sampled trial can take its place
+            # (a retry is queued after its trial is failed, and another worker may ask in between).
+            resources={"heartbeat_interval": 1, "grace_period": 15, "threads_per_trial": 1},
         )
         if where == "cluster":
             job_id, tasks = _submit(folder, postgres_url)

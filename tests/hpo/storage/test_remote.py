@@ -167,3 +167,27 @@ def test_an_unwritable_file_store_is_refused_in_one_line(tmp_path):
     assert os.environ.get("AWS_SECRET_ACCESS_KEY", "") not in message or not os.environ.get(
         "AWS_SECRET_ACCESS_KEY"
     )
+
+
+def test_one_listing_answers_as_the_requests_do(machines, monkeypatch):
+    """Retention lists the store once (`remote.listing`): the same answers as a request per question."""
+    _, a, b = machines
+    remote.upload(_checkpoint(a, 0, 4), a)
+    remote.upload(_checkpoint(a, 0, 8), a)
+    remote.upload(_checkpoint(a, 1, 4), a)
+    monkeypatch.setattr(type(fsspec.filesystem("file")), "pipe_file", lambda *a, **k: None)  # a killed upload
+    remote.upload(_checkpoint(a, 0, 12), a)
+    monkeypatch.undo()
+
+    def answers():
+        return [
+            remote.latest(b / "trial-0", b),
+            remote.latest(b / "trial-2", b),
+            remote.checkpoints(b / "trial-0", b),
+            [remote.exists(a / "trial-0" / f"checkpoint-{step}", b) for step in (4, 8, 12)],
+        ]
+
+    asked = answers()
+    with remote.listing(b):
+        assert answers() == asked
+    assert asked[0] == b / "trial-0" / "checkpoint-8" and asked[3] == [True, True, False]
