@@ -28,7 +28,7 @@ from hpo.spec.output_url import mirror_name
 from hpo.storage.database import create_storage
 
 pytestmark = [pytest.mark.slurm, pytest.mark.s3]
-ASHA = {"type": "asha", "min_resource": 4, "max_resource": 16, "reduction_factor": 2}
+ASHA = {"type": "asha", "min_resource": 8, "max_resource": 32, "reduction_factor": 2}
 PBT = {
     "type": "pbt",
     "population": 4,
@@ -182,25 +182,30 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
             "scheduler": ASHA,
             "sampler": {"type": "random", "seed": 0},
         },
-        training={"max_steps": 16, "lr_scheduler_type": "linear", "save_steps": 2},
+        training={"max_steps": 32, "lr_scheduler_type": "linear", "save_steps": 2},
     )
     started = time.monotonic()
     job_id, tasks = _submit(tmp_path, postgres_url)
 
-    def a_task0_trial_past_a_checkpoint() -> bool:
-        """Task 0 training past a checkpoint that is no rung (saves every 2 steps, rungs at 4, 8, 16): not pausing."""
+    def a_task_training_past_a_checkpoint() -> int | None:
+        """A task whose trial is 6 steps (about 2 s) from its next rung, past a checkpoint in the store: the
+        scancel reaches it training, not pausing (saves every 2 steps, rungs at 8, 16, 32)."""
         running = [t for t in _trials(postgres_url, name) if t.state == TrialState.RUNNING]
-        return len(running) == 2 and any(
-            _task_of(t) == 0 and (t.user_attrs.get("uploaded") or {}).get("step", 0) % 4 == 2 for t in running
-        )
+        if len(running) < 2:
+            return None
+        for trial in running:
+            if (trial.user_attrs.get("uploaded") or {}).get("step", 0) % 8 == 2:
+                task = _task_of(trial)
+                if task is not None:
+                    return task + 1  # wait_for wants a true value
+        return None
 
-    wait_for(
-        a_task0_trial_past_a_checkpoint, timeout=300, what="task 0 mid-trial past an uploaded checkpoint"
-    )
-    subprocess.run(["scancel", f"{job_id}_0"], check=True)  # SIGTERM to every process of task 0
+    cancelled = wait_for(a_task_training_past_a_checkpoint, timeout=300, what="a task mid-trial") - 1
+    other = 1 - cancelled
+    subprocess.run(["scancel", f"{job_id}_{cancelled}"], check=True)  # SIGTERM to every process of that task
     states = _wait_until_ended(job_id, tasks)
     elapsed = time.monotonic() - started
-    assert states[0] == "CANCELLED" and states[1] == "COMPLETED", states
+    assert states[cancelled] == "CANCELLED" and states[other] == "COMPLETED", states
 
     trials = _trials(postgres_url, name)
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
@@ -222,7 +227,7 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
     assert held[0] and held[1], held  # both tasks trained
     resumed = [f for t in trials for f in t.user_attrs.get("fetched") or [] if f["bytes"] > 0]
     assert resumed, "no promotion or retry fetched its checkpoint from the store"  # written by the other task
-    figures = _figures(f"ASHA, 2 tasks, scancel of task 0 ({elapsed:.0f} s)", trials)
+    figures = _figures(f"ASHA, 2 tasks, scancel of task {cancelled} ({elapsed:.0f} s)", trials)
     assert figures["up_per_trial"] > 0
 
     export, out = _export_from_store(tmp_path, postgres_url, s3_bucket, name)
