@@ -48,3 +48,36 @@ def postgres_url() -> str:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture
+def s3_endpoint() -> str:
+    """The S3 API `.ci/run` starts on loopback (`bash .ci/s3.sh start` prints the URL: moto's server). Without it a
+    developer's run skips; a CI run fails, as for PostgreSQL."""
+    url = os.environ.get("HPO_TEST_S3_ENDPOINT")
+    if url:
+        return url
+    message = "HPO_TEST_S3_ENDPOINT is not set: start a server with `bash .ci/s3.sh start` and export its URL"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint, monkeypatch) -> str:
+    """A new, empty bucket on the loopback server; this test's environment reaches it as any s3fs client does
+    (AWS_ENDPOINT_URL and a key pair, which moto does not check). Its name."""
+    import uuid
+
+    import s3fs
+
+    for name, value in {
+        "AWS_ENDPOINT_URL": s3_endpoint,
+        "AWS_ACCESS_KEY_ID": "hpo-test",
+        "AWS_SECRET_ACCESS_KEY": "hpo-test-secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    bucket = f"hpo-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(skip_instance_cache=True).mkdir(bucket)
+    return bucket

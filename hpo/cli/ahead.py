@@ -17,6 +17,7 @@ from hpo.errors import ConfigError
 from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.spawn import StartedAhead, start_workers_ahead
 from hpo.spec.names import check_plain_name
+from hpo.spec.output_url import is_url, mirror_dir
 from hpo.spec.overrides import apply_overrides, load_yaml_file
 from hpo.spec.sections import ResourcesSpec
 
@@ -33,7 +34,11 @@ def start_ahead(
         name = study.get("name") or study_file.stem  # as hpo.spec.loading names and places the study
         # A name that leaves runs/ (../x) must not get worker logs written outside before the full check refuses it.
         check_plain_name(str(name), output_field="study.output_dir")
-        output_dir = Path(study.get("output_dir") or Path("runs") / name).expanduser().absolute()
+        given = study.get("output_dir")
+        if is_url(given):  # an object store: the workers' logs go to this machine's mirror of it
+            output_dir = mirror_dir(given)
+        else:
+            output_dir = Path(given or Path("runs") / name).expanduser().absolute()
         return start_workers_ahead(resources, output_dir, workers=workers, gpus=gpus)
     except (ConfigError, ValueError, yaml.YAMLError, OSError, TypeError, AttributeError):
         return None

@@ -13,6 +13,7 @@ from rich.console import Console
 from hpo.cli.app import summary
 from hpo.cli.options import format_params, format_value, load_study, study_arguments
 from hpo.errors import HpoError
+from hpo.storage import remote
 from hpo.storage.study_db import load_existing_study
 from hpo.study.summary import summarize
 
@@ -50,9 +51,8 @@ def best(study_file: Path, storage: str | None, overrides: tuple[str, ...], as_j
             "-"
             if checkpoint is None
             else (
-                checkpoint
-                if Path(checkpoint).is_dir()
-                else f"{checkpoint} (deleted: outside study.keep_checkpoints.top_k)"
+                remote.shown(checkpoint, spec.output_dir)
+                or f"{checkpoint} (deleted: outside study.keep_checkpoints.top_k)"
             )
         )
         console.print(f"  checkpoint: {where}")

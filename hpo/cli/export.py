@@ -23,6 +23,8 @@ from hpo.cli.options import (
 from hpo.errors import ConfigError, Interrupted
 from hpo.export.write import ExportResult, export_run, export_study, export_top
 from hpo.spec import Spec, StudySpec, load_spec
+from hpo.spec.output_url import is_url, mirror_name, scratch_root
+from hpo.storage import remote
 
 
 @click.command("export", short_help=summary("export"))
@@ -69,6 +71,11 @@ def export(
         raise ConfigError(
             "--top: exports several trials' adapters; it cannot be combined with --trial or --merge"
         )
+    remote.check_store(spec.output_dir, "study.output_dir" if isinstance(spec, StudySpec) else "output_dir")
+    out_url = output_dir if is_url(output_dir) else None
+    if out_url is not None:  # written here (a scratch folder), then uploaded, its manifest last
+        remote.check_url(out_url, "--out")
+        output_dir = str(scratch_root() / "exports" / mirror_name(out_url))
     manifest = Path(output_dir) / "export.json"
     before = manifest.stat().st_mtime_ns if manifest.is_file() else None
     try:
@@ -84,6 +91,11 @@ def export(
             saved = f"nothing was written{earlier}"
         raise Interrupted(f"stopped: {saved}; continue with: {repeat_command()}") from None
     print_result(result)
+    if out_url is not None:
+        sent = remote.upload_folder(output_dir, out_url)
+        click.echo(
+            f"uploaded the export to {out_url}: {sent.files} files, {sent.bytes} bytes in {sent.seconds:.1f} s"
+        )
 
 
 def _export(

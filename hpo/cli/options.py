@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial
 import hpo.spec  # its names load on use: the training section imports torch, which `hpo run` defers (hpo.cli.ahead)
 from hpo.errors import ConfigError, Interrupted
 from hpo.scheduling.devices import DeviceId, visible_devices
+from hpo.storage import remote
 from hpo.storage.lineage import current_params
 
 if TYPE_CHECKING:
@@ -199,7 +200,10 @@ def load_study(study_file: Path, storage: str | None, overrides: tuple[str, ...]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if not study_file.is_file():
         raise ConfigError(f"{study_file}: no such study file")
-    return hpo.spec.load_study_spec(study_file, overrides=list(overrides), storage=storage)
+    spec = hpo.spec.load_study_spec(study_file, overrides=list(overrides), storage=storage)
+    # An object store no machine can use is refused here, before any worker, job or trial starts.
+    remote.check_store(spec.output_dir, "study.output_dir")
+    return spec
 
 
 def format_value(value: Any) -> str:

@@ -24,6 +24,7 @@ from hpo.cli.options import (
     trial_line,
     trial_stops_say_how_to_continue,
 )
+from hpo.storage import remote
 
 if TYPE_CHECKING:
     from hpo.study.summary import StudySummary
@@ -100,7 +101,7 @@ def run(
             console=console,
         )
         if summary is not None:
-            _print_summary(console, summary, finished, n_trials or spec.study.n_trials)
+            _print_summary(console, summary, finished, n_trials or spec.study.n_trials, spec.output_dir)
         return
     with trial_stops_say_how_to_continue():
         # The workers start first: their imports (torch, the trial code) then overlap with this process's own.
@@ -124,11 +125,15 @@ def run(
                 in_process=in_process,
                 ahead=ahead,
             )
-    _print_summary(console, summary, finished, n_trials or spec.study.n_trials)
+    _print_summary(console, summary, finished, n_trials or spec.study.n_trials, spec.output_dir)
 
 
 def _print_summary(
-    console: Console, summary: StudySummary, finished: list[FrozenTrial], n_trials: int | None
+    console: Console,
+    summary: StudySummary,
+    finished: list[FrozenTrial],
+    n_trials: int | None,
+    output_dir: str,
 ) -> None:
     # An attempt queued again (out of GPU memory beside others, a crash) is not a trial this run finished: its retry is.
     ran = sum(1 for trial in finished if not trial.user_attrs.get("requeued"))
@@ -140,7 +145,7 @@ def _print_summary(
     for best in summary.best_trials:
         console.print(
             f"{label}: #{best.number} {', '.join(summary.metrics)} = {format_values(best.values)} "
-            f"({format_params(best.params)}); checkpoint: {_checkpoint_text(best.best_checkpoint)}"
+            f"({format_params(best.params)}); checkpoint: {_checkpoint_text(best.best_checkpoint, output_dir)}"
         )
 
 
@@ -160,7 +165,8 @@ def _run_line(summary: StudySummary, ran: int, n_trials: int | None) -> str:
     )
 
 
-def _checkpoint_text(path: str | None) -> str:
+def _checkpoint_text(path: str | None, output_dir: str) -> str:
+    """Where the best checkpoint is: a local path, or its URL when the output folder is an object store."""
     if path is None:
         return "-"
-    return path if Path(path).is_dir() else f"{path} (deleted: outside study.keep_checkpoints.top_k)"
+    return remote.shown(path, output_dir) or f"{path} (deleted: outside study.keep_checkpoints.top_k)"

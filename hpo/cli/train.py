@@ -18,6 +18,7 @@ from hpo.cli.options import out_option, overwrite_option, repeat_command, resume
 from hpo.cli.rank_stop import ELASTIC_SIGNALS, ranks_stop_together, report_stop, under_stopping_launcher
 from hpo.errors import ConfigError, HpoError, Interrupted
 from hpo.spec import RunSpec, load_run_spec
+from hpo.storage import remote
 from hpo.trial.callbacks import on_interrupt
 from hpo.trial.single_run import RunStopped, run_training
 from trainer.checkpoint import list_checkpoints
@@ -80,6 +81,7 @@ def train(
         raise ConfigError(f"{run_file}: no such run file")
     overrides = (*overrides, f"training.strategy={strategy}") if strategy else overrides
     spec = load_run_spec(run_file, overrides=list(overrides), output_dir=output_dir)
+    remote.check_store(spec.output_dir, "--output-dir" if output_dir else "output_dir")  # before any training
     if resume is None and node_rank == 0 and os.environ.get("RANK", "0") == "0":
         protect_earlier_run(spec.output_dir, overwrite)
     if (nproc != 1 or nnodes != 1) and not is_launched_externally():

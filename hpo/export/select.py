@@ -13,6 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import ConfigError, HpoError
 from hpo.spec import RunSpec, Spec, StudySpec, metric_key
+from hpo.storage import remote
 from hpo.storage.lineage import as_records, latest_by_member, member_of, schedule
 from hpo.storage.study_db import load_existing_study, pick_trial
 from hpo.tracking.events import store_location
@@ -55,7 +56,7 @@ def study_source(
 
 def trial_source(spec: StudySpec, study: optuna.Study, trial: FrozenTrial) -> ExportSource:
     metrics = list(spec.study.metrics or [])
-    checkpoint = trial_checkpoint(trial)
+    checkpoint = trial_checkpoint(trial, spec.output_dir)
     params, steps = dict(trial.params), None
     if spec.study.scheduler is not None and spec.study.scheduler.type == "pbt":
         # The weights were trained along a schedule; the member's latest values build the model they load into.
@@ -109,13 +110,19 @@ def trial_dir(trial: FrozenTrial) -> str:
     return str(trial.user_attrs.get("run_dir") or "")
 
 
-def trial_checkpoint(trial: FrozenTrial) -> Path:
-    """The trial's best checkpoint, else its newest complete checkpoint."""
+def trial_checkpoint(trial: FrozenTrial, output_dir: str | None = None) -> Path:
+    """The trial's best checkpoint, else its newest complete checkpoint. With a URL output folder (`output_dir`, the
+    mirror: hpo.storage.remote) either is fetched from the object store when this machine has no current copy."""
     best = trial.user_attrs.get("best_checkpoint")
-    if best and Path(best).is_dir():
-        return Path(best)
     run_dir = trial.user_attrs.get("run_dir")
-    saved = list_checkpoints(run_dir) if run_dir and Path(run_dir).is_dir() else []
+    if output_dir is not None:
+        for candidate in (best, run_dir and remote.latest(run_dir, output_dir)):
+            fetched, _ = remote.fetch(candidate, output_dir)
+            if fetched is not None:
+                return fetched
+    elif best and Path(best).is_dir():
+        return Path(best)
+    saved = list_checkpoints(run_dir) if output_dir is None and run_dir and Path(run_dir).is_dir() else []
     if saved:
         return saved[-1]
     raise HpoError(
@@ -147,9 +154,13 @@ def summarize_study(study: optuna.Study, spec: StudySpec, chosen: int) -> dict[s
 # ---- a single run -----------------------------------------------------------------------------------------------
 def run_source(spec: RunSpec) -> ExportSource:
     output_dir = Path(spec.output_dir or Path("runs") / (spec.name or "run"))
+    if (
+        remote.store_of(output_dir) is not None
+    ):  # a URL output folder: the newest checkpoint in the store, here
+        remote.fetch(remote.latest(output_dir, output_dir), output_dir)
     saved = list_checkpoints(output_dir) if output_dir.is_dir() else []
     if saved:
-        best = _best_of_run(saved[-1])
+        best = _best_of_run(saved[-1], output_dir)
         checkpoint = best if best is not None else saved[-1]
     elif (output_dir / "model.safetensors").is_file() or (output_dir / "adapter_model.safetensors").is_file():
         checkpoint = output_dir
@@ -175,10 +186,11 @@ def run_source(spec: RunSpec) -> ExportSource:
     )
 
 
-def _best_of_run(latest: Path) -> Path | None:
+def _best_of_run(latest: Path, output_dir: Path) -> Path | None:
+    """The run's best checkpoint (fetched from the object store behind a URL output folder), when it is kept."""
     state = _trainer_state(latest)
-    best = state.get("best_model_checkpoint")
-    return Path(best) if best and Path(best).is_dir() else None
+    best, _ = remote.fetch(state.get("best_model_checkpoint"), output_dir)
+    return best
 
 
 def _run_metric(checkpoint: Path) -> list[str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hpo.errors import ConfigError, HpoError
 from hpo.spec import StudySpec
+from hpo.spec.output_url import remote_url
 
 # The environment variable that carries the storage URL into the job: the script holds no password.
 STORAGE_VARIABLE = "HPO_SLURM_STORAGE"
@@ -120,10 +121,19 @@ def job_script(job: SlurmJob) -> str:
     return f"""#!/bin/bash
 # hpo: study {job.spec.name}, {job.tasks} worker task(s); written by `hpo run --launcher slurm`.
 {directives}
-# The storage URL comes from the environment sbatch was called with (${STORAGE_VARIABLE}): no password in this file.
+{_scratch_line(job)}# The storage URL comes from the environment sbatch was called with (${STORAGE_VARIABLE}): no password in this file.
 # exec: the worker is the batch shell itself, so the USR1 of --signal=B:... reaches it.
 exec {command} --storage "${STORAGE_VARIABLE}"
 """
+
+
+def _scratch_line(job: SlurmJob) -> str:
+    """With checkpoints in an object store (study.output_dir: s3://...), each task works in a scratch folder of its
+    own on its node's disk ($HPO_SCRATCH, else $TMPDIR or /tmp) and shares nothing but the store and the database."""
+    if remote_url(job.spec.output_dir) is None:
+        return ""
+    folder = "${HPO_SCRATCH:-${TMPDIR:-/tmp}}/hpo-task-${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}_${SLURM_ARRAY_TASK_ID:-0}"
+    return f'# Checkpoints go to the object store; this task keeps its local copies here.\nexport HPO_SCRATCH="{folder}"\n'
 
 
 def require_sbatch() -> str:

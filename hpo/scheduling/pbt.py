@@ -30,7 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.scheduling.pbt_population import Decision, Member, decide, steps_to_decide
 from hpo.spec import StudySpec
 from hpo.spec.pbt import PbtSchedulerSpec
-from hpo.storage import pause
+from hpo.storage import pause, remote
 from hpo.storage.lineage import (
     MEMBER,
     Segment,
@@ -57,6 +57,7 @@ class PbtPlan:
     maximize: bool
     metric: str
     seed: int | None
+    output_dir: str | None = None  # checkpoints there, and in the object store behind it (hpo.storage.remote)
 
     @classmethod
     def of(cls, spec: StudySpec) -> PbtPlan | None:
@@ -69,6 +70,7 @@ class PbtPlan:
             maximize=(spec.study.directions or ["minimize"])[0] == "maximize",
             metric=(spec.study.metrics or ["eval_loss"])[0],
             seed=spec.study.sampler.seed,
+            output_dir=spec.output_dir,
         )
 
     @property
@@ -121,7 +123,10 @@ def claim_pbt_work(study: optuna.Study, plan: PbtPlan, owner: dict[str, Any]) ->
     states, latest = population(study)
     for step in steps_to_decide(states, plan.scheduler.population):
         take_decisions(
-            study, latest, decide(states, step, plan.scheduler, plan.space, plan.maximize, plan.seed)
+            study,
+            latest,
+            decide(states, step, plan.scheduler, plan.space, plan.maximize, plan.seed),
+            plan.output_dir,
         )
         states, latest = population(study)
     ready = sorted(
@@ -151,7 +156,12 @@ def _own(trial: optuna.Trial, owner: dict[str, Any]) -> None:
         trial.set_user_attr(key, value)
 
 
-def take_decisions(study: optuna.Study, latest: dict[int, FrozenTrial], decisions: list[Decision]) -> None:
+def take_decisions(
+    study: optuna.Study,
+    latest: dict[int, FrozenTrial],
+    decisions: list[Decision],
+    output_dir: str | None = None,
+) -> None:
     """Copy the sources' checkpoints for the members that exploit, record their new segments, mark all decided."""
     for decision in decisions:
         member = latest[decision.member]
@@ -159,12 +169,26 @@ def take_decisions(study: optuna.Study, latest: dict[int, FrozenTrial], decision
             source = latest[decision.source]
             target = pause.checkpoint_of(member)
             assert target is not None  # it is paused at decision.step
-            copy_checkpoint(checkpoint_at(source, decision.step), target.parent)
+            exploit(checkpoint_at(source, decision.step), target.parent, output_dir)
             record_segment(
                 storage_of(study), trial_id(member), Segment(decision.step, decision.params, decision.source)
             )
         done = sorted({*(member.system_attrs.get(DECIDED) or []), decision.step})
         storage_of(study).set_trial_system_attr(trial_id(member), DECIDED, done)
+
+
+def exploit(source: Path, member_dir: Path, output_dir: str | None) -> None:
+    """The source's checkpoint becomes the member's at the same step. With a URL output folder either may have been
+    written on another machine: the source is fetched, copied in this mirror, and the copy uploaded over the member's
+    (its marker changes, so a machine holding the member's old copy fetches the new one)."""
+    if output_dir is None or remote.store_of(output_dir) is None:
+        copy_checkpoint(source, member_dir)
+        return
+    fetched, _ = remote.fetch(source, output_dir)
+    if fetched is None:
+        raise FileNotFoundError(f"{source}: no complete copy in the object store to exploit")
+    copied = copy_checkpoint(fetched, remote.localize(member_dir, output_dir))
+    remote.upload(copied, output_dir)
 
 
 def checkpoint_at(trial: FrozenTrial, step: int) -> Path:

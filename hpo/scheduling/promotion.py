@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import shutil
+from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scheduling.asha import RungTrial, hopeless, next_promotion, rung_levels, values_by_rung
 from hpo.spec import StudySpec
-from hpo.storage import pause
+from hpo.storage import pause, remote
 from hpo.storage.database import claim_lock
 from hpo.storage.retention import checkpoints_in
 from hpo.storage.study_db import (
@@ -61,6 +62,7 @@ class AshaPlan:
     in_place: bool = True
     underfilled: bool = True  # the best trial of a rung with fewer than eta trials goes on (asha.top_size)
     store: str | None = None  # the experiment store, where a trial ended at its rung records "pruned"
+    output_dir: str | None = None  # checkpoints there, and in the object store behind it (hpo.storage.remote)
 
     @classmethod
     def of(cls, spec: StudySpec) -> AshaPlan | None:
@@ -78,6 +80,7 @@ class AshaPlan:
             in_place=scheduler.continue_in_place,
             underfilled=scheduler.promote_underfilled,
             store=store_location(spec),
+            output_dir=spec.output_dir,
         )
 
 
@@ -176,8 +179,7 @@ def end_hopeless(
             ended.append(out.number)
             _record_pruned(study, plan, frozen, value)
             if checkpoint is not None:
-                for folder in checkpoints_in(checkpoint.parent):
-                    shutil.rmtree(folder, ignore_errors=True)
+                drop_checkpoints(checkpoint.parent, plan.output_dir)
     return ended
 
 
@@ -301,10 +303,23 @@ def pause_callback(
     return PauseCallback(plan.levels, plan.metric, decide, resource=plan.resource, is_rank_zero=rank_zero)  # type: ignore[arg-type]
 
 
-def drop_older_checkpoints(checkpoint: Path, best: str | None = None) -> None:
+def drop_older_checkpoints(checkpoint: Path, best: str | None = None, output_dir: str | None = None) -> None:
     """A paused trial keeps only the checkpoint it resumes from, and its `best` one (`objective: best`): promoted,
     it may complete with that evaluation as its value, and export needs the model scored there."""
     keep = {checkpoint.resolve()} | ({Path(best).resolve()} if best else set())
-    for folder in checkpoints_in(checkpoint.parent):
+    if output_dir is not None:
+        keep = {remote.localize(path, output_dir).resolve() for path in keep}
+    drop_checkpoints(checkpoint.parent, output_dir, keep)
+
+
+def drop_checkpoints(run_dir: Path, output_dir: str | None, keep: Set[Path] = frozenset()) -> None:
+    """Delete a trial folder's checkpoints but `keep`: here, and in the object store behind a URL output folder
+    (recorded paths may name another machine's mirror: read as this one's)."""
+    if output_dir is None:
+        for folder in checkpoints_in(run_dir):
+            if folder.resolve() not in keep:
+                shutil.rmtree(folder, ignore_errors=True)
+        return
+    for folder in checkpoints_in(remote.localize(run_dir, output_dir), output_dir):
         if folder.resolve() not in keep:
-            shutil.rmtree(folder, ignore_errors=True)
+            remote.remove(folder, output_dir)

@@ -63,6 +63,7 @@ from hpo.scheduling.pbt import PbtPlan, claim_pbt_work, member_setup
 from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints, end_hopeless
 from hpo.scheduling.slots import Slot
 from hpo.spec import StudySpec
+from hpo.storage import remote
 from hpo.storage.database import claim_lock
 from hpo.storage.pause import pause_trial
 from hpo.storage.retention import after_trial
@@ -234,7 +235,7 @@ def run_one(
     """Sample the trial's parameters, fork its process(es) and wait for the outcome. `while_starting()` runs in this
     process while the trial's process starts (housekeeping left from the last trial waits on nothing)."""
     slot = config.slot
-    resume_from, resume_attrs = _resume_from(trial)
+    resume_from, resume_attrs = _resume_from(trial, config.spec.output_dir)
     attrs = {
         "worker": worker_identity(),
         "slot": slot.label,
@@ -303,16 +304,22 @@ def run_one(
     return result
 
 
-def _resume_from(trial: optuna.Trial) -> tuple[str | None, dict[str, Any]]:
+def _resume_from(trial: optuna.Trial, output_dir: str) -> tuple[str | None, dict[str, Any]]:
     """A queued retry resumes from the checkpoint its predecessor left; the trial records which trial it continues
-    (the attributes returned). The store callback records the one "resumed" event, at the first restored step."""
-    path = trial.user_attrs.get("resume_from")
-    if not path or not Path(path).is_dir():
+    (the attributes returned). The store callback records the one "resumed" event, at the first restored step.
+    With a URL output folder the checkpoint may have been written on another machine: it is fetched into this one's
+    mirror first (hpo.storage.remote), and what that took is recorded (`fetched`: bytes, seconds, per resume)."""
+    path, fetched = remote.fetch(trial.user_attrs.get("resume_from"), output_dir)
+    if path is None:
         return None, {}
-    return str(path), {
+    attrs: dict[str, Any] = {
         "resume_from": str(path),
         "resumed_from_trial": trial.user_attrs.get("requeued_from_trial"),
     }
+    if fetched is not None:
+        entry = {"checkpoint": path.name, "bytes": fetched.bytes, "seconds": round(fetched.seconds, 4)}
+        attrs["fetched"] = [*(trial.user_attrs.get("fetched") or []), entry]
+    return str(path), attrs
 
 
 def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config: WorkerConfig) -> str:
@@ -388,7 +395,7 @@ def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: Worke
         entry["at"] = round(decided_at, 3)
         entry["save_exit_s"] = round(time.time() - decided_at, 3)
     outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
-    drop_older_checkpoints(checkpoint, outcome.user_attrs.get("best_checkpoint"))
+    drop_older_checkpoints(checkpoint, outcome.user_attrs.get("best_checkpoint"), config.spec.output_dir)
     try:
         set_user_attrs(study, trial, outcome.user_attrs)
     except optuna.exceptions.UpdateFinishedTrialError:

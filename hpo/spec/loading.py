@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from hpo.spec.errors import SpecError, problems_from_validation_error
 from hpo.spec.names import check_plain_name
+from hpo.spec.output_url import is_url, mirror_dir
 from hpo.spec.overrides import apply_overrides, load_yaml_file
 from hpo.spec.run import RunSpec
 from hpo.spec.study import StudySpec
@@ -68,7 +69,7 @@ def parse_run_spec(
 ) -> RunSpec:
     spec = _validate(RunSpec, data, source)
     spec.name = spec.name or _default_name(default_name, "name", "output_dir", source)
-    spec.output_dir = _absolute(output_dir or spec.output_dir or Path("runs") / spec.name)
+    spec.output_dir = _output_folder(output_dir or spec.output_dir or Path("runs") / spec.name)
     spec.task.with_base_dir(base_dir, source if base_dir is not None else None)
     spec._source = source
     return spec
@@ -86,7 +87,7 @@ def parse_study_spec(
         data = {**data, "study": {**data["study"], "storage": storage}}
     spec = _validate(StudySpec, data, source)
     spec.study.name = spec.study.name or _default_name(default_name, "study.name", "study.output_dir", source)
-    spec.study.output_dir = _absolute(spec.study.output_dir or Path("runs") / spec.study.name)
+    spec.study.output_dir = _output_folder(spec.study.output_dir or Path("runs") / spec.study.name)
     spec.study.storage = spec.storage  # fills the default SQLite URL from the output folder
     spec.task.with_base_dir(base_dir, source if base_dir is not None else None)
     spec._source = source
@@ -107,6 +108,12 @@ def _validate(model: type[BaseModel], data: dict[str, Any], source: str) -> Any:
         return model.model_validate(data)
     except ValidationError as error:
         raise SpecError(source, problems_from_validation_error(error, model)) from error
+
+
+def _output_folder(path: str | Path) -> str:
+    """A local folder; an fsspec URL (s3://bucket/prefix) becomes its local mirror (hpo.spec.output_url), which
+    records the URL: every process works on local paths, hpo.storage.remote moves the checkpoints."""
+    return str(mirror_dir(str(path))) if is_url(str(path)) else _absolute(path)
 
 
 def _absolute(path: str | Path) -> str:

@@ -12,13 +12,13 @@ whatever n_trials is. The trial folders themselves (logs, metrics) stay.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import StudySpec
+from hpo.storage import remote
 from hpo.storage.run_dirs import trial_run_dir
 from trainer.checkpoint import latest_checkpoint
 
@@ -40,8 +40,11 @@ def top_trials(study: optuna.Study, k: int, trials: list[FrozenTrial] | None = N
     return sorted(complete, key=lambda t: (-t.value if maximize else t.value, t.number))[:k]
 
 
-def checkpoints_in(run_dir: Path) -> list[Path]:
-    """Checkpoint folders, including the temporary `.checkpoint-<step>.tmp` a killed save leaves behind."""
+def checkpoints_in(run_dir: Path, output_dir: str | Path | None = None) -> list[Path]:
+    """Checkpoint folders, including the temporary `.checkpoint-<step>.tmp` a killed save leaves behind; with a URL
+    output folder, those in the object store too (with or without their marker: a killed upload's)."""
+    if output_dir is not None:
+        return remote.checkpoints(run_dir, output_dir)
     if not run_dir.is_dir():
         return []
     return sorted(
@@ -49,18 +52,31 @@ def checkpoints_in(run_dir: Path) -> list[Path]:
     )
 
 
-def kept_checkpoint(trial: FrozenTrial, run_dir: Path) -> Path | None:
+def kept_checkpoint(trial: FrozenTrial, run_dir: Path, output_dir: str | Path | None = None) -> Path | None:
     """The one checkpoint a top trial keeps: its best one, or its newest when no best was recorded."""
     best = trial.user_attrs.get("best_checkpoint")
+    if output_dir is not None:
+        if best and remote.exists(best, output_dir):
+            return remote.localize(best, output_dir)
+        return remote.latest(run_dir, output_dir)
     if best and Path(best).is_dir():
         return Path(best)
     return latest_checkpoint(run_dir)
 
 
-def pending_resume_points(pending: list[FrozenTrial]) -> set[Path]:
+def pending_resume_points(pending: list[FrozenTrial], output_dir: str | Path | None = None) -> set[Path]:
     """The checkpoints WAITING and RUNNING trials resume from. After chained retries (a retry that crashed before its
-    first save is queued to resume from the checkpoint it was given) that can be a trial several retries back."""
-    return {Path(t.user_attrs["resume_from"]).resolve() for t in pending if t.user_attrs.get("resume_from")}
+    first save is queued to resume from the checkpoint it was given) that can be a trial several retries back. Paths
+    another machine recorded are read as this machine's mirror's (hpo.storage.remote)."""
+    return {
+        _here(t.user_attrs["resume_from"], output_dir).resolve()
+        for t in pending
+        if t.user_attrs.get("resume_from")
+    }
+
+
+def _here(path: str, output_dir: str | Path | None) -> Path:
+    return remote.localize(path, output_dir) if output_dir is not None else Path(path)
 
 
 def awaiting_requeue(trials: list[FrozenTrial]) -> list[FrozenTrial]:
@@ -83,6 +99,11 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | 
     """Delete the checkpoints the policy does not keep; returns what was deleted. `top_k=None` keeps everything."""
     if top_k is None:
         return []
+    with remote.listing(spec.output_dir):  # an object store is listed once, not a few requests per trial
+        return _enforce(study, spec, top_k)
+
+
+def _enforce(study: optuna.Study, spec: StudySpec, top_k: int) -> list[Path]:
     # Read once: this runs after every trial, in a worker, beside running trials.
     trials = study.get_trials(deepcopy=False)
     top = {t.number for t in top_trials(study, top_k, trials)}
@@ -90,12 +111,14 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | 
     pending += awaiting_requeue(trials)
     pending_retries = {t.user_attrs.get("requeued_from_trial") for t in pending}
     pending_retries |= {t.number for t in pending if t.state == TrialState.FAIL}
-    resume_points = pending_resume_points(pending)
+    output_dir = spec.output_dir
+    resume_points = pending_resume_points(pending, output_dir)
     # Each top trial's kept checkpoint, wherever it lies: a retry's best may be in its predecessor's folder.
     kept = {
         keep.resolve()
         for trial in trials
-        if trial.number in top and (keep := kept_checkpoint(trial, trial_run_dir(trial, spec.output_dir)))
+        if trial.number in top
+        and (keep := kept_checkpoint(trial, trial_run_dir(trial, output_dir), output_dir))
     }
     deleted: list[Path] = []
     for trial in trials:
@@ -104,9 +127,9 @@ def enforce_keep_checkpoints(study: optuna.Study, spec: StudySpec, top_k: int | 
         run_dir = trial_run_dir(
             trial, spec.output_dir
         )  # never a folder outside the study's, whatever the storage says
-        for checkpoint in checkpoints_in(run_dir):
+        for checkpoint in checkpoints_in(run_dir, output_dir):
             if checkpoint.resolve() in resume_points or checkpoint.resolve() in kept:
                 continue  # a queued or running retry resumes from it, or a top trial keeps it
-            shutil.rmtree(checkpoint, ignore_errors=True)
+            remote.remove(checkpoint, output_dir)  # here, and in the object store behind a URL output folder
             deleted.append(checkpoint)
     return deleted

@@ -28,10 +28,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import StudySpec
-from hpo.storage import study_db
+from hpo.storage import remote, study_db
 from hpo.storage.run_dirs import trial_run_dir
 from hpo.storage.study_db import stale_trial_ids, storage_of
-from trainer.checkpoint import latest_checkpoint
 
 logger = logging.getLogger(__name__)
 # What a retry inherits from the trial it continues: one queued to run alone after running out of GPU memory beside
@@ -103,13 +102,17 @@ def owner_gone(trial: FrozenTrial, host: str | None = None) -> bool:
 
 # ---- failing and queueing again -----------------------------------------------------------------------------------
 def resume_point(trial: FrozenTrial, output_dir: str) -> str | None:
-    """The newest complete checkpoint of the trial, else the checkpoint it had itself resumed from."""
-    run_dir = trial_run_dir(trial, output_dir)
-    found = latest_checkpoint(run_dir) if run_dir.is_dir() else None
+    """The newest complete checkpoint of the trial, else the checkpoint it had itself resumed from. With a URL output
+    folder, the newest complete one in the object store: whichever machine runs the retry fetches it from there."""
+    found = remote.latest(trial_run_dir(trial, output_dir), output_dir)
     if found is not None:
         return str(found)
     previous = trial.user_attrs.get("resume_from")
-    return str(previous) if previous and Path(previous).is_dir() else None
+    return (
+        str(remote.localize(previous, output_dir))
+        if previous and remote.exists(previous, output_dir)
+        else None
+    )
 
 
 def fail_running_trial(

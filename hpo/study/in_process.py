@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -17,6 +16,7 @@ from optuna.trial import FrozenTrial
 
 from hpo.errors import ConfigError, Interrupted
 from hpo.spec import StudySpec
+from hpo.storage import remote
 from hpo.storage.retention import after_trial
 from hpo.storage.retry import RetryPolicy, fail_running_trial, process_identity
 from hpo.storage.stopped import describe_stop, finished_numbers
@@ -58,7 +58,7 @@ def run_trials_in_process(
             trial.set_user_attr(
                 key, value
             )  # at once: from here on a kill leaves a trial resume can tell is stale
-        resume_from = _resume_checkpoint(trial)
+        resume_from = _resume_checkpoint(trial, spec.output_dir)
         if resume_from:
             trial.set_user_attr("resumed_from_trial", trial.user_attrs.get("requeued_from_trial"))
         try:
@@ -97,6 +97,7 @@ class TrialThreads:
             torch.set_num_threads(self.previous)
 
 
-def _resume_checkpoint(trial: optuna.Trial) -> str | None:
-    path = trial.user_attrs.get("resume_from")
-    return path if path and Path(path).is_dir() else None
+def _resume_checkpoint(trial: optuna.Trial, output_dir: str) -> str | None:
+    """The retry's checkpoint, fetched from the object store when another machine wrote it (hpo.storage.remote)."""
+    path, _ = remote.fetch(trial.user_attrs.get("resume_from"), output_dir)
+    return str(path) if path is not None else None

@@ -23,6 +23,7 @@ import torch
 from optuna.trial import TrialState
 
 from hpo.spec import StudySpec
+from hpo.storage import remote
 from hpo.storage.retry import process_identity
 from hpo.storage.study_db import set_user_attrs
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
@@ -36,6 +37,7 @@ from hpo.trial.pause import find_pause
 from hpo.trial.pruning import ObjectiveTracker, OptunaPruningCallback
 from hpo.trial.scoring import trial_values
 from hpo.trial.space import sample_params
+from hpo.trial.upload import upload_callbacks
 from trainer import (
     PrinterCallback,
     ProgressCallback,
@@ -157,6 +159,8 @@ def _train_and_score(
     callbacks += [pruning] if pruning else []
     tracking.extend(_tracking_callbacks(spec, trial, run_dir, params))
     callbacks += tracking + _file_callbacks(spec) + extra
+    earlier = trial.user_attrs.get("uploaded") if isinstance(trial, optuna.Trial) else None
+    callbacks += upload_callbacks(spec.output_dir, lambda total: _record_upload(trial, total), earlier)
     set_seed(args.seed)
     trainer = Trainer(
         model_init=model_init,
@@ -192,6 +196,12 @@ def _train_and_score(
     )  # trainable params, checkpoint size
     del trainer
     return outcome
+
+
+def _record_upload(trial: optuna.Trial, total: dict[str, Any]) -> None:
+    """The trial's running total of uploaded checkpoints (a FixedTrial of another rank has no storage)."""
+    if isinstance(trial, optuna.Trial):
+        trial.set_user_attr("uploaded", total)
 
 
 def memory_attrs(peaks: dict[str, int | None]) -> dict[str, int]:
@@ -353,15 +363,26 @@ def chain_dirs(run_dir: Path, resume_from: str | None) -> list[Path]:
 def best_checkpoint(run_dirs: list[Path], best_step: int | None, state: TrainerState) -> str | None:
     """The checkpoint saved at the best evaluation's step (this trial's folder first, then the one it resumed from),
     else the Trainer's own best when it lies in one of those folders, else None. Retention keeps it wherever it is."""
+    output_dir = run_dirs[
+        0
+    ].parent  # trial-N/ lies in the study's output folder (a mirror: hpo.storage.remote)
     if best_step is not None:
         for folder in run_dirs:
-            if (folder / f"checkpoint-{best_step}").is_dir():
+            if _saved(folder / f"checkpoint-{best_step}", output_dir):
                 return str(folder / f"checkpoint-{best_step}")
-    trainer_best = state.best_model_checkpoint
+    # Restored from a checkpoint another machine wrote, the Trainer's best names that machine's mirror.
+    trainer_best = (
+        remote.localize(state.best_model_checkpoint, output_dir) if state.best_model_checkpoint else None
+    )
     folders = {folder.resolve() for folder in run_dirs}
-    if trainer_best and Path(trainer_best).is_dir() and Path(trainer_best).parent.resolve() in folders:
+    if trainer_best and _saved(trainer_best, output_dir) and trainer_best.parent.resolve() in folders:
         return str(trainer_best)
     return None
+
+
+def _saved(checkpoint: Path, output_dir: Path) -> bool:
+    """A checkpoint here, or (a URL output folder) complete in the object store."""
+    return checkpoint.is_dir() or remote.exists(checkpoint, output_dir)
 
 
 def record_outcome(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:

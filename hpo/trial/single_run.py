@@ -18,10 +18,12 @@ from typing import Any
 
 from hpo.errors import ConfigError, HpoError, Interrupted
 from hpo.spec import RunSpec, Task, metric_key
+from hpo.storage import remote
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
 from hpo.tracking.run_info import RunInfo
 from hpo.trial.adapter import wrap_model
 from hpo.trial.callbacks import InterruptCallback, reset_interrupt
+from hpo.trial.upload import upload_callbacks
 from trainer import ProgressCallback, Trainer, TrainerCallback, TrainOutput, set_seed
 from trainer.checkpoint import latest_checkpoint
 
@@ -69,6 +71,10 @@ def run_training(
         compute_metrics=task.compute_metrics,
         callbacks=[*tracking, *spec.build_callbacks(), *callbacks],  # the file's callbacks: new instances
     )
+    for upload in upload_callbacks(
+        args.output_dir
+    ):  # each checkpoint to the object store (a URL output folder)
+        trainer.add_callback(upload)
     interrupt = InterruptCallback()
     if stoppable:
         reset_interrupt()
@@ -127,7 +133,8 @@ def resume_checkpoint(resume: bool | str | None, output_dir: str) -> str | None:
     if resume is None or resume is False:
         return None
     if resume is True:
-        latest = latest_checkpoint(output_dir)
+        # With a URL output folder: the newest complete one in the object store, fetched here.
+        latest, _ = remote.fetch(remote.latest(output_dir, output_dir), output_dir)
         if latest is None:
             raise ConfigError(
                 f"--resume: no complete checkpoint in {output_dir}; run without --resume to start afresh"

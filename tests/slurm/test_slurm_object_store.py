@@ -1,0 +1,317 @@
+"""A study on machines that share no folder: a real SLURM job array on the loopback cluster whose tasks each work in a
+scratch folder of their own, coordinated by a real PostgreSQL study, with every checkpoint in a real S3 API (moto's
+server, `.ci/s3.sh`). Promotions (ASHA), exploits (PBT) and retries cross tasks through the object store; one task is
+cancelled mid-trial by scancel; the export is made from the store on a third, empty folder and reloads. The figures
+(trials, retries, bytes up and down per trial, fetch time per resume) are printed: `pytest -m s3 -s` shows them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+import s3fs
+import safetensors.torch
+import torch
+from optuna.trial import FrozenTrial, TrialState
+from scheduler_support import slow_study, wait_for
+from study_task import write_study
+
+import hpo
+from hpo.integrations.slurm import ACTIVE_STATES, recorded_jobs, task_states
+from hpo.spec.output_url import mirror_name
+from hpo.storage.database import create_storage
+
+pytestmark = [pytest.mark.slurm, pytest.mark.s3]
+ASHA = {"type": "asha", "min_resource": 8, "max_resource": 32, "reduction_factor": 2}
+PBT = {
+    "type": "pbt",
+    "population": 4,
+    "perturbation_interval": 4,
+    "max_resource": 12,
+    "quantile_fraction": 0.25,
+    "resample_probability": 0.0,
+    "mutations": {"learning_rate": {"factors": [0.5, 2.0]}},
+}
+
+
+def _hpo(folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 400):
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "250", **(env or {})}
+    command = [sys.executable, "-m", "hpo.cli", *args]
+    return subprocess.run(
+        command, cwd=folder, capture_output=True, text=True, env=environment, timeout=timeout
+    )
+
+
+def _trials(url: str, name: str) -> list[FrozenTrial]:
+    try:
+        return optuna.load_study(study_name=name, storage=create_storage(url)).get_trials(deepcopy=False)
+    except KeyError:
+        return []
+
+
+def _submit(folder: Path, postgres_url: str, *extra: str) -> tuple[str, int]:
+    """`hpo run --launcher slurm --workers 2 --detach` from `folder`, with scratch folders under folder/scratch."""
+    done = _hpo(
+        folder,
+        "run",
+        "study.yaml",
+        "--launcher",
+        "slurm",
+        "--workers",
+        "2",
+        "--storage",
+        postgres_url,
+        "--detach",
+        "--no-dry-run",
+        *extra,
+        env={"HPO_SCRATCH": str(folder / "scratch")},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [mirror] = (folder / "scratch").glob("hpo-mirror-*")  # the submitting machine's: logs and the job record
+    [job] = recorded_jobs(str(mirror))
+    return job["job_id"], job["tasks"]
+
+
+def _wait_until_ended(job_id: str, tasks: int, timeout: float = 400) -> dict[int, str]:
+    def ended() -> dict[int, str] | None:
+        states = task_states(job_id, tasks)
+        return None if any(state in ACTIVE_STATES for state in states.values()) else states
+
+    return wait_for(ended, timeout=timeout, what=f"SLURM job {job_id} to end")
+
+
+def _task_mirrors(folder: Path, job_id: str, url: str) -> dict[int, Path]:
+    """Each task's own scratch mirror (the job script gives task T the folder hpo-task-<job>_T)."""
+    return {
+        task: folder / "scratch" / f"hpo-task-{job_id}_{task}" / mirror_name(url)
+        for task in (0, 1)
+        if (folder / "scratch" / f"hpo-task-{job_id}_{task}").is_dir()
+    }
+
+
+def _task_of(trial: FrozenTrial) -> int | None:
+    """The array task whose worker runs a RUNNING trial, from the worker's environment (one node: readable here)."""
+    worker = str(trial.user_attrs.get("worker") or "")
+    pid = worker.rpartition(":")[2]
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    for entry in environ:
+        if entry.startswith(b"SLURM_ARRAY_TASK_ID="):
+            return int(entry.split(b"=", 1)[1])
+    return None
+
+
+def _figures(label: str, trials: list[FrozenTrial]) -> dict[str, float]:
+    """Print and return the object store's figures for a study."""
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    retries = [t for t in trials if t.user_attrs.get("requeued_from_trial") is not None]
+    up = [int((t.user_attrs.get("uploaded") or {}).get("bytes", 0)) for t in trials]
+    fetches = [f for t in trials for f in t.user_attrs.get("fetched") or []]
+    down = [sum(int(f["bytes"]) for f in t.user_attrs.get("fetched") or []) for t in trials]
+    moved = [f for f in fetches if f["bytes"] > 0]
+    seconds = sorted(float(f["seconds"]) for f in moved)
+    figures = {
+        "trials": len(finished),
+        "retries": len(retries),
+        "up_per_trial": sum(up) / max(1, len(trials)),
+        "down_per_trial": sum(down) / max(1, len(trials)),
+        "resumes": len(fetches),
+        "fetched_from_store": len(moved),
+        "fetch_s_median": seconds[len(seconds) // 2] if seconds else 0.0,
+        "fetch_s_max": seconds[-1] if seconds else 0.0,
+    }
+    print(
+        f"{label}: {figures['trials']} trials finished, {figures['retries']} retries; per attempt "
+        f"{figures['up_per_trial']:.0f} bytes uploaded, {figures['down_per_trial']:.0f} bytes downloaded; "
+        f"{figures['resumes']} resumes, {figures['fetched_from_store']} fetched from the store "
+        f"(median {figures['fetch_s_median'] * 1000:.0f} ms, max {figures['fetch_s_max'] * 1000:.0f} ms each)"
+    )
+    return figures
+
+
+def _export_from_store(folder: Path, postgres_url: str, bucket: str, name: str) -> tuple[Path, str]:
+    """`hpo export` on a machine that has nothing of the study (an empty scratch folder), to the store; then the
+    export downloaded into a fresh folder (as its user would) and the output of the command."""
+    done = _hpo(
+        folder,
+        "export",
+        "study.yaml",
+        "--storage",
+        postgres_url,
+        "--out",
+        f"s3://{bucket}/exports/{name}",
+        env={"HPO_SCRATCH": str(folder / "exporter")},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "uploaded the export to s3://" in done.stdout
+    target = folder / "downloaded"
+    s3fs.S3FileSystem(skip_instance_cache=True).get(f"{bucket}/exports/{name}/", str(target), recursive=True)
+    assert (target / "export.json").is_file() and (target / "model.safetensors").is_file()
+    return target, done.stdout
+
+
+def _reload_difference(export: Path, out: str) -> float:
+    """The export reloads (hpo.load_exported) and its own reload check found no difference."""
+    model = hpo.load_exported(export)
+    assert isinstance(model, torch.nn.Module)
+    [row] = [line for line in out.splitlines() if "eval_accuracy" in line]
+    return float(row.replace("│", " ").split()[-1])
+
+
+def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial(
+    tmp_path, postgres_url, slurm_cluster, s3_bucket
+):
+    name = f"s3-asha-{uuid.uuid4().hex[:8]}"
+    url = f"s3://{s3_bucket}/{name}"
+    n_trials = 6
+    slow_study(
+        tmp_path,
+        delay=0.3,
+        study={
+            "name": name,
+            "n_trials": n_trials,
+            "output_dir": url,
+            "scheduler": ASHA,
+            "sampler": {"type": "random", "seed": 0},
+        },
+        training={"max_steps": 32, "lr_scheduler_type": "linear", "save_steps": 2},
+    )
+    started = time.monotonic()
+    job_id, tasks = _submit(tmp_path, postgres_url)
+
+    def a_task_training_past_a_checkpoint() -> int | None:
+        """A task whose trial is 6 steps (about 2 s) from its next rung, past a checkpoint in the store: the
+        scancel reaches it training, not pausing (saves every 2 steps, rungs at 8, 16, 32)."""
+        running = [t for t in _trials(postgres_url, name) if t.state == TrialState.RUNNING]
+        if len(running) < 2:
+            return None
+        for trial in running:
+            if (trial.user_attrs.get("uploaded") or {}).get("step", 0) % 8 == 2:
+                task = _task_of(trial)
+                if task is not None:
+                    return task + 1  # wait_for wants a true value
+        return None
+
+    cancelled = wait_for(a_task_training_past_a_checkpoint, timeout=300, what="a task mid-trial") - 1
+    other = 1 - cancelled
+    subprocess.run(["scancel", f"{job_id}_{cancelled}"], check=True)  # SIGTERM to every process of that task
+    states = _wait_until_ended(job_id, tasks)
+    elapsed = time.monotonic() - started
+    assert states[cancelled] == "CANCELLED" and states[other] == "COMPLETED", states
+
+    trials = _trials(postgres_url, name)
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    stopped = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("interrupted")]
+    assert len(finished) == n_trials, [(t.number, t.state.name, t.user_attrs.get("error")) for t in trials]
+    assert len(trials) == n_trials + len(stopped) and len(stopped) == 1  # n_trials exact
+    [retry] = [t for t in finished if t.user_attrs.get("requeued_from_trial") == stopped[0].number]
+    if stopped[0].user_attrs.get("interrupted_step", -1) >= 0:
+        assert retry.user_attrs.get("resume_from"), (
+            retry.user_attrs
+        )  # went on from the checkpoint in the store
+
+    mirrors = _task_mirrors(tmp_path, job_id, url)
+    assert set(mirrors) == {0, 1}
+    held = {
+        task: {p.parent.name for p in m.glob("trial-*/checkpoint-*") if p.is_dir()}
+        for task, m in mirrors.items()
+    }
+    assert held[0] and held[1], held  # both tasks trained
+    resumed = [f for t in trials for f in t.user_attrs.get("fetched") or [] if f["bytes"] > 0]
+    assert resumed, "no promotion or retry fetched its checkpoint from the store"  # written by the other task
+    figures = _figures(f"ASHA, 2 tasks, scancel of task {cancelled} ({elapsed:.0f} s)", trials)
+    assert figures["up_per_trial"] > 0
+
+    export, out = _export_from_store(tmp_path, postgres_url, s3_bucket, name)
+    assert _reload_difference(export, out) == 0
+
+
+def test_pbt_across_two_tasks_that_share_no_folder(tmp_path, postgres_url, slurm_cluster, s3_bucket):
+    name = f"s3-pbt-{uuid.uuid4().hex[:8]}"
+    url = f"s3://{s3_bucket}/{name}"
+    write_study(
+        tmp_path,
+        study={"name": name, "output_dir": url, "scheduler": PBT, "sampler": {"type": "random", "seed": 0}},
+        model={"delay": 0.05},
+        training={"max_steps": None, "lr_scheduler_type": "linear"},
+        search_space={"learning_rate": {"type": "float", "low": 1.0e-4, "high": 0.5, "log": True}},
+        resources={"heartbeat_interval": 1, "grace_period": 3},
+    )
+    started = time.monotonic()
+    job_id, tasks = _submit(tmp_path, postgres_url)
+    states = _wait_until_ended(job_id, tasks)
+    assert set(states.values()) == {"COMPLETED"}, states
+    trials = _trials(postgres_url, name)
+    assert len(trials) == 4 and {t.state for t in trials} == {TrialState.COMPLETE}
+    mirrors = _task_mirrors(tmp_path, job_id, url)
+    assert set(mirrors) == {0, 1}
+    fetches = [f for t in trials for f in t.user_attrs.get("fetched") or []]
+    assert any(f["bytes"] > 0 for f in fetches), (
+        fetches
+    )  # a member continued on the task that had not paused it
+    _figures(f"PBT, 2 tasks, population 4 ({time.monotonic() - started:.0f} s)", trials)
+    export, out = _export_from_store(tmp_path, postgres_url, s3_bucket, name)
+    assert _reload_difference(export, out) == 0
+
+
+def test_tasks_that_share_no_folder_give_the_model_one_machine_gives(
+    tmp_path, postgres_url, slurm_cluster, s3_bucket
+):
+    """The same configurations and steps, on a 2-task array with the store, and on one machine with a local folder:
+    the same best value and bit-for-bit the same exported model."""
+    configurations = [{"learning_rate": lr} for lr in (0.003, 0.03, 0.01, 0.1)]
+    results = {}
+    for where in ("cluster", "one-machine"):
+        folder = tmp_path / where
+        name = f"s3-same-{where}-{uuid.uuid4().hex[:8]}"
+        output = f"s3://{s3_bucket}/{name}" if where == "cluster" else str(folder / "out")
+        write_study(
+            folder,
+            study={
+                "name": name,
+                "n_trials": 4,
+                "output_dir": output,
+                "enqueue": configurations,
+                "pruner": {"type": "none"},
+            },
+            training={"max_steps": 12},
+            # One thread on both sides: bitwise equality needs the same float summation order. A grace period a
+            # loaded 2-core machine cannot miss: a crash retry is exact too, but a sampled trial can take its place
+            # (a retry is queued after its trial is failed, and another worker may ask in between).
+            resources={"heartbeat_interval": 1, "grace_period": 15, "threads_per_trial": 1},
+        )
+        if where == "cluster":
+            job_id, tasks = _submit(folder, postgres_url)
+            assert set(_wait_until_ended(job_id, tasks).values()) == {"COMPLETED"}
+            export, out = _export_from_store(folder, postgres_url, s3_bucket, name)
+        else:
+            done = _hpo(folder, "run", "study.yaml", "--storage", postgres_url, "--workers", "1")
+            assert done.returncode == 0, done.stdout + done.stderr
+            exported = _hpo(folder, "export", "study.yaml", "--storage", postgres_url, "--out", "export")
+            assert exported.returncode == 0, exported.stdout + exported.stderr
+            export, out = folder / "export", exported.stdout
+        study = optuna.load_study(study_name=name, storage=create_storage(postgres_url))
+        assert _reload_difference(export, out) == 0
+        results[where] = (
+            study.best_value,
+            study.best_trial.params,
+            safetensors.torch.load_file(export / "model.safetensors"),
+        )
+    (value_a, params_a, weights_a), (value_b, params_b, weights_b) = (
+        results["cluster"],
+        results["one-machine"],
+    )
+    assert value_a == value_b and params_a == params_b
+    difference = max(float((weights_a[k] - weights_b[k]).abs().max()) for k in weights_b)
+    assert weights_a.keys() == weights_b.keys() and difference == 0.0
+    print(
+        f"2 tasks sharing no folder vs one machine: best value {value_a} both, exported weights max difference {difference}"
+    )
