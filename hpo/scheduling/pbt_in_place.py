@@ -22,6 +22,7 @@ checkpoint in that folder and adopts its lineage and decided intervals, or, unde
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from hpo.storage.study_db import storage_of, trial_id
 from hpo.trial.callbacks import interrupt_requested
 from hpo.trial.pause import AfterSave
 
+logger = logging.getLogger(__name__)
 POLL_S = 0.02  # while a partner trains the last steps before the interval (a step is milliseconds)
 
 
@@ -43,19 +45,29 @@ def in_place_after_save(study: optuna.Study, trial: optuna.Trial, plan: PbtPlan,
     """`after_save(point)` for the member's PauseCallback: True to train on in place, False to pause."""
 
     def after_save(point: int) -> bool:
-        storage, marked = storage_of(study), False
-        while not interrupt_requested():  # a stop asked: pause as before, the worker queues it to resume
-            with claim_lock(storage, study.study_name, lock_dir):
-                if not marked:
-                    storage.set_trial_system_attr(trial_id(trial), WAITING, point)
-                    marked = True
-                verdict = judge(study, plan, trial.number, point)
-            if verdict is not None:
-                return verdict
-            time.sleep(POLL_S)
-        return False
+        try:
+            return wait_for_verdict(study, trial, plan, lock_dir, point)
+        except Exception as error:  # noqa: BLE001 - e.g. a database busy too long: pause, and a claim decides
+            logger.warning("trial %d: pausing at step %d (%s)", trial.number, point, error)
+            return False
 
     return after_save
+
+
+def wait_for_verdict(
+    study: optuna.Study, trial: optuna.Trial, plan: PbtPlan, lock_dir: Path, point: int
+) -> bool:
+    storage, marked = storage_of(study), False
+    while not interrupt_requested():  # a stop asked: pause as before, the worker queues it to resume
+        with claim_lock(storage, study.study_name, lock_dir):
+            if not marked:
+                storage.set_trial_system_attr(trial_id(trial), WAITING, point)
+                marked = True
+            verdict = judge(study, plan, trial.number, point)
+        if verdict is not None:
+            return verdict
+        time.sleep(POLL_S)
+    return False
 
 
 def judge(study: optuna.Study, plan: PbtPlan, number: int, point: int) -> bool | None:
@@ -79,5 +91,9 @@ def exploited_at(trial: FrozenTrial, step: int) -> bool:
 
 
 def others_arrive_unaided(states: list[Member], latest: dict[int, FrozenTrial], point: int) -> bool:
-    """Every live member still without a score at `point` is training now, so it reaches `point` without a slot."""
-    return all(m.dead or point in m.scores or latest[m.number].state == TrialState.RUNNING for m in states)
+    """Every live member not yet stopped at `point` (nor decided there) is training now, so it gets there without a
+    slot; one that waits for a slot (paused behind, queued again) would never come while the slots wait."""
+    return all(
+        m.dead or m.paused_at == point or point in m.decided or latest[m.number].state == TrialState.RUNNING
+        for m in states
+    )

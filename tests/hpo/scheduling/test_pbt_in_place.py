@@ -115,3 +115,14 @@ def test_it_pauses_when_a_member_it_needs_waits_for_a_slot(tmp_path):
     behind = member(study, tmp_path, 0.02, None)
     study._storage.set_trial_state_values(behind._trial_id, TrialState.WAITING)  # noqa: SLF001 - queued again
     assert judge(study, plan(2), first.number, 4) is False  # it needs a slot to get to step 4
+
+
+def test_no_decision_while_a_member_that_scored_is_still_saving(tmp_path):
+    """Decided without it, it would be decided alone later, copying a checkpoint its source may have dropped by then
+    (it trained on in place past the interval and paused at the next one)."""
+    study = new_study(tmp_path)
+    first = member(study, tmp_path, 0.01, 0.5)
+    waiting(study, first)
+    member(study, tmp_path, 0.02, 0.9)  # scored at 4, its save not done yet
+    assert judge(study, plan(2), first.number, 4) is None
+    assert all(not t.system_attrs.get(DECIDED) for t in study.get_trials())
