@@ -33,6 +33,7 @@ from hpo.spec import StudySpec
 from hpo.spec.pbt import PbtSchedulerSpec
 from hpo.storage import pause
 from hpo.storage.lineage import (
+    LINEAGE,
     MEMBER,
     Segment,
     changes,
@@ -218,9 +219,14 @@ def adopt(study: optuna.Study, retry_id: int) -> None:
     if previous is None or int(previous) not in by_number:
         return
     before = by_number[int(previous)]
-    for key in ("hpo:lineage", DECIDED):
+    for key in (LINEAGE, DECIDED):
         if before.system_attrs.get(key) is not None:
             storage.set_trial_system_attr(retry_id, key, before.system_attrs[key])
+    if before.system_attrs.get(LINEAGE) is None and before.params:
+        # Never copied: its lineage is its sampled values, which the retry has not sampled yet. Without them the
+        # population would see a member with no values (one chosen as a source: KeyError in explore).
+        start = [{"step": 0, "params": dict(before.params), "source": None}]
+        storage.set_trial_system_attr(retry_id, LINEAGE, start)
 
 
 def park_undecided_retries(study: optuna.Study, plan: PbtPlan) -> list[int]:

@@ -33,7 +33,8 @@ from hpo.scheduling.pbt import WAITING, PbtPlan, population, take_decisions
 from hpo.scheduling.pbt_population import Member, decide, steps_to_decide
 from hpo.storage.database import claim_lock
 from hpo.storage.lineage import segments
-from hpo.storage.study_db import storage_of, trial_id
+from hpo.storage.retry import owner_gone
+from hpo.storage.study_db import stale_trial_ids, storage_of, trial_id
 from hpo.trial.callbacks import interrupt_requested
 from hpo.trial.pause import AfterSave
 
@@ -82,18 +83,30 @@ def judge(study: optuna.Study, plan: PbtPlan, number: int, point: int) -> bool |
         return False  # no longer its member's newest trial (failed and retried meanwhile): stop here
     if point in me.decided:
         return not exploited_at(latest[me.number], point)
-    unaided = len(states) >= plan.scheduler.population and others_arrive_unaided(states, latest, point)
-    return None if unaided else False
+    if len(states) < plan.scheduler.population:
+        return False  # a member not started yet needs a slot
+    return None if others_arrive_unaided(states, training_members(study, states, latest), point) else False
 
 
 def exploited_at(trial: FrozenTrial, step: int) -> bool:
     return any(s.step == step and s.source is not None for s in segments(trial))
 
 
-def others_arrive_unaided(states: list[Member], latest: dict[int, FrozenTrial], point: int) -> bool:
+def training_members(study: optuna.Study, states: list[Member], latest: dict[int, FrozenTrial]) -> set[int]:
+    """Members whose newest trial is RUNNING with a process behind it: not one whose heartbeat stopped, nor one of this
+    host whose worker has ended (killed with an earlier `hpo run`). Those are failed and queued again only by a claim,
+    which a worker waiting here on its trial would never make."""
+    stale = set(stale_trial_ids(study))
+    return {
+        m.number
+        for m in states
+        if latest[m.number].state == TrialState.RUNNING
+        and latest[m.number]._trial_id not in stale  # noqa: SLF001
+        and not owner_gone(latest[m.number])
+    }
+
+
+def others_arrive_unaided(states: list[Member], training: set[int], point: int) -> bool:
     """Every live member not yet stopped at `point` (nor decided there) is training now, so it gets there without a
     slot; one that waits for a slot (paused behind, queued again) would never come while the slots wait."""
-    return all(
-        m.dead or m.paused_at == point or point in m.decided or latest[m.number].state == TrialState.RUNNING
-        for m in states
-    )
+    return all(m.dead or m.paused_at == point or point in m.decided or m.number in training for m in states)

@@ -31,6 +31,8 @@ from trainer.callbacks import TrainerCallback
 
 
 class ExperimentStoreCallback(TrainerCallback):
+    checkpoint_may_be_in_flight = True  # on_save records the checkpoint's path; it need not be in place yet
+
     def __init__(self, location: str, run: RunInfo, *, flush_interval: float = 1.0) -> None:
         self.location = location
         self.run = run
@@ -79,7 +81,9 @@ class ExperimentStoreCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if self.writer is not None and checkpoint.is_dir():
+        trainer = kwargs.get("trainer")
+        in_flight = trainer is not None and trainer.checkpoint_in_flight(state.global_step)
+        if self.writer is not None and (in_flight or checkpoint.is_dir()):
             row = {"run_id": self.run.run_id, "kind": "checkpoint", "path": str(checkpoint)}
             self.writer.submit("artifacts", {**row, "step": state.global_step, "time": time.time()})
 

@@ -36,6 +36,10 @@ def always_pause(point: int, value: float | None) -> bool:
 
 
 class PauseCallback(TrainerCallback):
+    checkpoint_may_be_in_flight = (
+        True  # on_save waits for the checkpoint only at a pause point, where it acts
+    )
+
     def __init__(
         self,
         points: Sequence[int],
@@ -98,8 +102,11 @@ class PauseCallback(TrainerCallback):
         trial train on in place here, instead of pausing, exiting and being restored."""
         if self.after_save is None or self.paused_step != state.global_step or self.paused_point is None:
             return
+        trainer = kwargs.get("trainer")
+        if trainer is not None:
+            trainer.wait_for_checkpoints()  # in place before anyone may copy it (PBT's exploit)
         go_on = self.after_save(self.paused_point) if self.is_rank_zero else False
-        strategy = getattr(kwargs.get("trainer"), "strategy", None)
+        strategy = getattr(trainer, "strategy", None)
         if strategy is not None and getattr(strategy, "world_size", 1) > 1:
             go_on = bool(strategy.broadcast_object(go_on, src=0))
         if not go_on:

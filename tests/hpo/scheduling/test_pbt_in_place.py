@@ -4,10 +4,14 @@ the claim's own (the same function, the same seeds), taken once, whoever takes t
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+
 import optuna
 from optuna.trial import TrialState
 
-from hpo.scheduling.pbt import DECIDED, WAITING, PbtPlan, population
+from hpo.scheduling.pbt import DECIDED, WAITING, PbtPlan, adopt, population
 from hpo.scheduling.pbt_in_place import judge
 from hpo.spec.pbt import PbtSchedulerSpec
 from hpo.spec.search_space import ParamSpec
@@ -126,3 +130,27 @@ def test_no_decision_while_a_member_that_scored_is_still_saving(tmp_path):
     member(study, tmp_path, 0.02, 0.9)  # scored at 4, its save not done yet
     assert judge(study, plan(2), first.number, 4) is None
     assert all(not t.system_attrs.get(DECIDED) for t in study.get_trials())
+
+
+def test_a_member_whose_worker_ended_is_not_waited_for(tmp_path):
+    """Left RUNNING by a killed `hpo run`, it is queued again only by a claim, which a worker waiting here on its own
+    trial would never make: waiting for it would never end."""
+    study = new_study(tmp_path)
+    first = member(study, tmp_path, 0.01, 0.5)
+    waiting(study, first)
+    orphan = member(study, tmp_path, 0.02, None)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    orphan.set_user_attr("worker", f"{socket.gethostname()}:{ended.pid}")
+    assert judge(study, plan(2), first.number, 4) is False
+
+
+def test_a_retry_of_a_member_never_copied_carries_its_values_before_it_samples(tmp_path):
+    """Found by a killed run: a parked retry chosen as a source had no values yet (KeyError in explore)."""
+    study = new_study(tmp_path)
+    crashed = member(study, tmp_path, 0.02, 0.9)
+    retry = ask_new(study)
+    retry.set_user_attr("requeued_from_trial", crashed.number)
+    adopt(study, retry._trial_id)  # noqa: SLF001
+    states, _ = population(study)
+    assert states[0].params_at(4) == {"learning_rate": 0.02}
