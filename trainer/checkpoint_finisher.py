@@ -44,12 +44,16 @@ class CheckpointFinisher:
         future = self._pending.get(step)
         return future is not None and not future.done()
 
-    def wait(self) -> None:
-        """Until every submitted checkpoint is in place; raises the first failure among them."""
+    def wait(self, *, close: bool = False) -> None:
+        """Until every submitted checkpoint is in place; raises the first failure among them. `close`: end the
+        thread too (the end of a training run: a process that trains many runs keeps no idle thread per run)."""
         pending, self._pending = list(self._pending.values()), {}
         failure: BaseException | None = None
         for future in pending:
             error = future.exception()
             failure = failure or error
+        if close and self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         if failure is not None:
             raise failure

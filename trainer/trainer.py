@@ -242,12 +242,14 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         except BaseException:
             self._settle_checkpoints_quietly()  # what was saved before the failure is still put in place
             raise
-        self.wait_for_checkpoints()  # training ends with every checkpoint in place (the best one may be loaded)
+        self._finisher.wait(
+            close=True
+        )  # training ends with every checkpoint in place (the best may be loaded)
         return self._finish_training()
 
     def _settle_checkpoints_quietly(self) -> None:
         try:
-            self.wait_for_checkpoints()
+            self._finisher.wait(close=True)
         except Exception as error:  # noqa: BLE001 - the training's own failure is the one to raise
             logger.warning("a checkpoint could not be put in place: %s", error)
 
