@@ -7,8 +7,8 @@ milliseconds on a busy disk, against 0.4 ms for the writes), and nothing on the 
 at any moment leaves at most a temporary folder, which resume never picks, as with a synchronous save.
 
 Whoever needs the checkpoint in place waits for it (`wait`): callbacks of `on_save` that do not say they can do without
-it, the end of training, a second save of the same step. A failure in the background is raised on the training thread
-at that wait.
+it, the end of training, and the next save, so at most one checkpoint is in flight and a crash loses at most the save
+under way, as with a synchronous save. A failure in the background is raised on the training thread at that wait.
 """
 
 from __future__ import annotations

@@ -527,7 +527,9 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             ckpt.remove_stale_temporaries(
                 args.output_dir
             )  # every leftover of a crashed run, before any save of this
-        self._finisher.settle(step)  # a second save of this step reuses its temporary folder
+        # The previous save in place first: a crash then loses at most the save under way, as with a synchronous
+        # save. Saves a few hundred steps apart never wait here (an fsync is tens of milliseconds).
+        self._finisher.wait()
         ckpt.write_temporary(
             args.output_dir, step, self._write_checkpoint, is_main=True, barrier=lambda: None
         )
