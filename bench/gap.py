@@ -4,7 +4,7 @@
     python bench/gap.py --repeats 1
 
 `hpo run studies/digits_mlp.yaml` (its only change: the output folder, a fresh one per run) and
-`bench/peer_optuna.py` (TPE + Hyperband, 2 processes on one SQLite storage) run one after the other, alternating, so a
+`bench/peer_optuna.py` (TPE + Hyperband, 2 `spawn` processes on one SQLite storage) run one after the other, alternating, so a
 load that comes and goes on a shared machine weighs on both. Wall time is the whole command, start-up included; CPU
 time is the user + system seconds of the command and every process it waited for (less sensitive to other work on the
 machine than wall time, but blind to how well the cores were kept busy). Target: median wall ratio hpo / Optuna <= 1.1

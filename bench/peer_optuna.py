@@ -4,7 +4,7 @@
     python bench/peer_optuna.py --out /tmp/o --trials 1 --epochs 1 --processes 1   # start-up cost
     python bench/peer_optuna.py --problem minilm-lora --out /tmp/o-lora --trials 6 --steps 36   # LoRA on MiniLM
 
-The most common setup: a TPE sampler and a Hyperband pruner on a SQLite storage, `study.optimize` in two processes
+The most common setup: a TPE sampler and a Hyperband pruner on a SQLite storage, `study.optimize` in two `spawn` processes
 sharing it, and a hand-written PyTorch loop as the objective (bench/peer_common.py: same split, model, optimizer,
 schedule, clipping, batch sizes, seed and search space as the study file), the known-good point enqueued first, one
 evaluation per epoch reported at the global step, and a trial scored by its best evaluation. No checkpoints and no
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -126,13 +126,19 @@ def run(out: Path, trials: int, epochs: int, processes: int, seed: int, problem:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = make_study(storage, seed, problem)
     study.enqueue_trial(enqueued(problem))
-    command = [sys.executable, __file__, "--worker", "--storage", storage, "--trials", str(trials)]
-    command += ["--epochs", str(epochs), "--events", str(out / "events.jsonl"), "--problem", problem]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the spawned processes before they import torch
+    # `spawn`, as a script gluing Optuna by hand with multiprocessing does (fork after importing torch is unsafe).
+    context = multiprocessing.get_context("spawn")
+    events = str(out / "events.jsonl")
     children = [
-        subprocess.Popen([*command, "--seed", str(seed + index)], env=env) for index in range(processes)
+        context.Process(target=worker, args=(storage, seed + index, trials, epochs, events, problem))
+        for index in range(processes)
     ]
-    codes = [child.wait() for child in children]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join()
+    codes = [child.exitcode for child in children]
     if any(codes):
         raise SystemExit(f"an Optuna worker failed: exit codes {codes}")
     return time.perf_counter() - started

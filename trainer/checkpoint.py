@@ -105,25 +105,51 @@ def write_atomically(
     barrier: Callable[[], None],
 ) -> Path:
     """Create a temporary folder, let every rank `write(tmp)` into it, then rank 0 renames it into place."""
-    final, temporary = checkpoint_dir(output_dir, step), _temporary_dir(output_dir, step)
+    write_temporary(output_dir, step, write, is_main=is_main, barrier=barrier)
+    if is_main:
+        publish(output_dir, step)
+    barrier()
+    return checkpoint_dir(output_dir, step)
+
+
+def write_temporary(
+    output_dir: str | Path,
+    step: int,
+    write: Callable[[Path], None],
+    *,
+    is_main: bool,
+    barrier: Callable[[], None],
+) -> Path:
+    """The first half of an atomic save: every rank's files written into the step's temporary folder."""
+    temporary = _temporary_dir(output_dir, step)
     if is_main:
         shutil.rmtree(temporary, ignore_errors=True)  # left by a crash during an earlier save
         temporary.mkdir(parents=True)
     barrier()
     write(temporary)
     barrier()
-    if is_main:
-        _fsync_tree(temporary)
-        _replace(temporary, final)
-        remove_stale_temporaries(output_dir)
-    barrier()
+    return temporary
+
+
+def publish(output_dir: str | Path, step: int, *, in_background: bool = False) -> Path:
+    """The second half: flush the temporary folder's files, rename it into place, drop leftovers of crashed saves.
+    `in_background`: on a thread while a later step's temporary folder may be being written
+    (trainer.checkpoint_finisher): only leftovers up to this step go."""
+    final, temporary = checkpoint_dir(output_dir, step), _temporary_dir(output_dir, step)
+    _fsync_tree(temporary)
+    _replace(temporary, final)
+    remove_stale_temporaries(output_dir, up_to=step if in_background else None)
     return final
 
 
-def remove_stale_temporaries(output_dir: str | Path) -> None:
-    """Delete half-written folders that crashed saves left behind (only one save runs at a time per output_dir)."""
+def remove_stale_temporaries(output_dir: str | Path, up_to: int | None = None) -> None:
+    """Delete half-written folders that crashed saves left behind; with `up_to`, only those of steps up to it (a later
+    step's may be a save under way while this one is published in the background)."""
     for path in Path(output_dir).glob(f".{PREFIX}-*"):
-        if path.is_dir() and path.suffix in (".tmp", ".old"):
+        if not (path.is_dir() and path.suffix in (".tmp", ".old")):
+            continue
+        step = path.stem.rpartition("-")[2]
+        if up_to is None or (step.isdigit() and int(step) <= up_to):
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -29,6 +29,7 @@ from trainer.callbacks import (
     recreate_callbacks,
     restore_callback_states,
 )
+from trainer.checkpoint_finisher import CheckpointFinisher
 from trainer.columns import drop_unused_columns
 from trainer.data import (
     accumulation_windows,
@@ -117,6 +118,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             )
         self.strategy = create_strategy(self.args)
         self.strategy.setup_environment()
+        self._finisher = CheckpointFinisher()
         self._memory = MemoryTracker(self.args.skip_memory_metrics, self.strategy.device)
         self._memory.start("init")
         self._seed()
@@ -229,14 +231,27 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             self._evaluate()
         if checkpoint is not None:
             ckpt.load_rng_state(checkpoint, self.strategy.rank)  # last: nothing else may draw before step one
-        for epoch in range(first_epoch, plan.num_epochs):
-            if self.state.global_step >= plan.max_steps:
-                break  # resumed from the run's last checkpoint: nothing left to train
-            skip = steps_to_skip * args.gradient_accumulation_steps if epoch == first_epoch else 0
-            self._train_epoch(loader, plan, epoch, skip)
-            if self.control.should_training_stop or self.state.global_step >= plan.max_steps:
-                break
+        try:
+            for epoch in range(first_epoch, plan.num_epochs):
+                if self.state.global_step >= plan.max_steps:
+                    break  # resumed from the run's last checkpoint: nothing left to train
+                skip = steps_to_skip * args.gradient_accumulation_steps if epoch == first_epoch else 0
+                self._train_epoch(loader, plan, epoch, skip)
+                if self.control.should_training_stop or self.state.global_step >= plan.max_steps:
+                    break
+        except BaseException:
+            self._settle_checkpoints_quietly()  # what was saved before the failure is still put in place
+            raise
+        self._finisher.wait(
+            close=True
+        )  # training ends with every checkpoint in place (the best may be loaded)
         return self._finish_training()
+
+    def _settle_checkpoints_quietly(self) -> None:
+        try:
+            self._finisher.wait(close=True)
+        except Exception as error:  # noqa: BLE001 - the training's own failure is the one to raise
+            logger.warning("a checkpoint could not be put in place: %s", error)
 
     def _train_epoch(self, loader: DataLoader, plan: TrainingPlan, epoch: int, skip_batches: int) -> None:
         state, control, accumulation = self.state, self.control, self.args.gradient_accumulation_steps
@@ -487,17 +502,52 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         if state.best_global_step == step:
             state.best_model_checkpoint = str(ckpt.checkpoint_dir(args.output_dir, step))
         state.stateful_callbacks = export_callback_states([*self.callback_handler.callbacks, self.control])
-        path = ckpt.write_atomically(
-            args.output_dir,
-            step,
-            self._write_checkpoint,
-            is_main=self._writes_checkpoints(),
-            barrier=strategy.barrier,
-        )
-        if self._writes_checkpoints():
-            ckpt.rotate_checkpoints(args.output_dir, args.save_total_limit, state.best_model_checkpoint)
+        if strategy.world_size > 1 or not self._writes_checkpoints():
+            path = ckpt.write_atomically(
+                args.output_dir,
+                step,
+                self._write_checkpoint,
+                is_main=self._writes_checkpoints(),
+                barrier=strategy.barrier,
+            )
+            if self._writes_checkpoints():
+                ckpt.rotate_checkpoints(args.output_dir, args.save_total_limit, state.best_model_checkpoint)
+        else:
+            path = self._save_in_background(step)
+        if any(_needs_checkpoint_in_place(hook) for hook in self.callback_handler.hooks[Event.ON_SAVE]):
+            self.wait_for_checkpoints()  # a callback that may read the checkpoint at on_save finds it in place
         self.fire(Event.ON_SAVE)
         return path
+
+    def _save_in_background(self, step: int) -> Path:
+        """One process: the files are written here, their fsync, the rename and the rotation run on the finisher's
+        thread (trainer.checkpoint_finisher), so the step loop never waits for the disk."""
+        args, best = self.args, self.state.best_model_checkpoint
+        if not self._finisher.started:
+            ckpt.remove_stale_temporaries(
+                args.output_dir
+            )  # every leftover of a crashed run, before any save of this
+        # The previous save in place first: a crash then loses at most the save under way, as with a synchronous
+        # save. Saves a few hundred steps apart never wait here (an fsync is tens of milliseconds).
+        self._finisher.wait()
+        ckpt.write_temporary(
+            args.output_dir, step, self._write_checkpoint, is_main=True, barrier=lambda: None
+        )
+
+        def finish() -> None:
+            ckpt.publish(args.output_dir, step, in_background=True)
+            ckpt.rotate_checkpoints(args.output_dir, args.save_total_limit, best)
+
+        self._finisher.submit(step, finish)
+        return ckpt.checkpoint_dir(args.output_dir, step)
+
+    def wait_for_checkpoints(self) -> None:
+        """Until every checkpoint saved so far is in place (renamed, rotated); raises a failure of their writing."""
+        self._finisher.wait()
+
+    def checkpoint_in_flight(self, step: int) -> bool:
+        """Whether the checkpoint of `step` is saved but not yet in place (written, its fsync and rename to come)."""
+        return self._finisher.in_flight(step)
 
     def _write_checkpoint(self, folder: Path) -> None:
         self.strategy.save_checkpoint(folder, self.model, self.optimizer, self.lr_scheduler)
@@ -783,3 +833,9 @@ def _takes_a_trial(model_init: Any) -> bool:
     return any(
         p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in parameters
     )
+
+
+def _needs_checkpoint_in_place(hook: Any) -> bool:
+    """An `on_save` hook reads the checkpoint unless its callback says it can do without it in place (its class sets
+    `checkpoint_may_be_in_flight = True` and waits with `trainer.wait_for_checkpoints()` when it needs it)."""
+    return not getattr(getattr(hook, "__self__", None), "checkpoint_may_be_in_flight", False)

@@ -28,6 +28,7 @@ import optuna
 import torch
 
 from hpo.scheduling.pbt import PbtPlan, pbt_pause_callback
+from hpo.scheduling.pbt_in_place import in_place_after_save
 from hpo.scheduling.promotion import AshaPlan, pause_callback
 from hpo.spec import StudySpec
 from hpo.tracking.wandb_callback import release_wandb, wandb_imported
@@ -133,7 +134,9 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
         lock_dir = job.lock_dir or Path(job.spec.output_dir)
         callbacks.append(pause_callback(job.study, job.trial, job.asha, lock_dir, rank_zero=rank == 0))
     if job.pbt is not None:
-        callbacks.append(pbt_pause_callback(job.trial, job.pbt, rank_zero=rank == 0))
+        lock_dir = job.lock_dir or Path(job.spec.output_dir)
+        after_save = in_place_after_save(job.study, job.trial, job.pbt, lock_dir)
+        callbacks.append(pbt_pause_callback(job.trial, job.pbt, rank_zero=rank == 0, after_save=after_save))
     if job.changes:
         callbacks.append(HyperparameterSchedule(job.changes, job.spec.task.resolve().mutable))
     try:

@@ -13,7 +13,8 @@ takes the next piece of work under the claim lock.
         else nothing (the worker waits while members train, and leaves when none does)
 
 In the member's process: `pbt_pause_callback` reports the score at each interval as the trial's intermediate value and
-pauses; a resumed member trains with its current values (`run_trial(params=...)`) and, when it resumes from a copied
+pauses, unless, once its checkpoint there is saved, that interval's decisions can be taken at once and leave it as it
+is: then it trains on in place (hpo.scheduling.pbt_in_place), as a promoted ASHA trial does; a resumed member trains with its current values (`run_trial(params=...)`) and, when it resumes from a copied
 checkpoint, applies what changed at that step (`trainer.hyperparams.HyperparameterSchedule`).
 """
 
@@ -32,6 +33,7 @@ from hpo.spec import StudySpec
 from hpo.spec.pbt import PbtSchedulerSpec
 from hpo.storage import pause, remote
 from hpo.storage.lineage import (
+    LINEAGE,
     MEMBER,
     Segment,
     changes,
@@ -44,10 +46,13 @@ from hpo.storage.lineage import (
     segments,
 )
 from hpo.storage.study_db import ask_new, ask_queued, storage_of, trial_id
-from hpo.trial.pause import PauseCallback
+from hpo.trial.pause import AfterSave, PauseCallback
 from trainer.checkpoint import checkpoint_dir, copy_checkpoint
 
 DECIDED = "hpo:pbt_decided"  # system attribute: the intervals whose decision was taken for this member
+WAITING = (
+    "hpo:pbt_waiting"  # system attribute: the interval a running member waits at, its checkpoint saved there
+)
 
 
 @dataclass(frozen=True)
@@ -79,15 +84,25 @@ class PbtPlan:
 
 
 # ---- in the member's process ------------------------------------------------------------------------------------
-def pbt_pause_callback(trial: optuna.Trial, plan: PbtPlan, *, rank_zero: bool) -> PauseCallback:
+def pbt_pause_callback(
+    trial: optuna.Trial, plan: PbtPlan, *, rank_zero: bool, after_save: AfterSave | None = None
+) -> PauseCallback:
     """Pause at every interval, with the score there as the trial's intermediate value (NaN when not finite: it ranks
-    last, and the population still counts the member as scored)."""
+    last, and the population still counts the member as scored). `after_save`: once the checkpoint there is on disk,
+    whether to train on in place after all (hpo.scheduling.pbt_in_place)."""
 
     def decide(point: int, value: float | None) -> bool:
         trial.report(math.nan if value is None else value, point)
         return True
 
-    return PauseCallback(plan.pause_points, plan.metric, decide, resource="steps", is_rank_zero=rank_zero)
+    return PauseCallback(
+        plan.pause_points,
+        plan.metric,
+        decide,
+        resource="steps",
+        is_rank_zero=rank_zero,
+        after_save=after_save,
+    )
 
 
 # ---- the population from the database ---------------------------------------------------------------------------
@@ -98,18 +113,36 @@ def population(study: optuna.Study) -> tuple[list[Member], dict[int, FrozenTrial
     states = []
     for number, chain in members(trials).items():
         newest = chain[-1]
-        info = pause.pause_info(newest)
+        decided = set(newest.system_attrs.get(DECIDED) or [])
         states.append(
             Member(
                 number=number,
                 scores=member_scores(chain),
                 params_by_step=[(s.step, s.params) for s in segments(newest)],
-                paused_at=int(info["step"]) if info else None,
-                decided=set(newest.system_attrs.get(DECIDED) or []),
+                paused_at=stopped_at(newest, decided),
+                decided=decided,
                 dead=newest.state == TrialState.FAIL and not newest.user_attrs.get("requeued"),
             )
         )
     return states, latest
+
+
+def stopped_at(trial: FrozenTrial, decided: set[int]) -> int | None:
+    """The interval a member waits at for its decision: paused there, or still in its process with its checkpoint
+    there on disk (hpo.scheduling.pbt_in_place), which the decisions treat the same."""
+    info = pause.pause_info(trial)
+    if info:
+        return int(info["step"])
+    waiting = trial.system_attrs.get(WAITING)
+    if trial.state == TrialState.RUNNING and waiting is not None and int(waiting) not in decided:
+        return int(waiting)
+    return None
+
+
+def held_checkpoint(trial: FrozenTrial, step: int) -> Path:
+    """The checkpoint a member stopped at `step` holds: the one it is paused at, else its own folder's at `step`
+    (a member waiting in its process)."""
+    return pause.checkpoint_of(trial) or checkpoint_dir(trial.user_attrs.get("run_dir", ""), step)
 
 
 def claim_pbt_work(study: optuna.Study, plan: PbtPlan, owner: dict[str, Any]) -> optuna.Trial | None:
@@ -138,7 +171,9 @@ def claim_pbt_work(study: optuna.Study, plan: PbtPlan, owner: dict[str, Any]) ->
         checkpoint = pause.checkpoint_of(frozen)
         if checkpoint is None:
             continue
-        resumed = pause.resume_trial(study, trial_id(frozen), {**owner, "resume_from": str(checkpoint)})
+        # promoted_at_step: the worker records the resume's cost (claim to first step) as it does for ASHA's
+        attrs = {**owner, "resume_from": str(checkpoint), "promoted_at_step": member.paused_at}
+        resumed = pause.resume_trial(study, trial_id(frozen), attrs)
         if resumed is not None:
             return resumed
     if len(states) < plan.scheduler.population:
@@ -167,8 +202,7 @@ def take_decisions(
         member = latest[decision.member]
         if decision.source is not None:
             source = latest[decision.source]
-            target = pause.checkpoint_of(member)
-            assert target is not None  # it is paused at decision.step
+            target = held_checkpoint(member, decision.step)
             exploit(checkpoint_at(source, decision.step), target.parent, output_dir)
             record_segment(
                 storage_of(study), trial_id(member), Segment(decision.step, decision.params, decision.source)
@@ -209,9 +243,14 @@ def adopt(study: optuna.Study, retry_id: int) -> None:
     if previous is None or int(previous) not in by_number:
         return
     before = by_number[int(previous)]
-    for key in ("hpo:lineage", DECIDED):
+    for key in (LINEAGE, DECIDED):
         if before.system_attrs.get(key) is not None:
             storage.set_trial_system_attr(retry_id, key, before.system_attrs[key])
+    if before.system_attrs.get(LINEAGE) is None and before.params:
+        # Never copied: its lineage is its sampled values, which the retry has not sampled yet. Without them the
+        # population would see a member with no values (one chosen as a source: KeyError in explore).
+        start = [{"step": 0, "params": dict(before.params), "source": None}]
+        storage.set_trial_system_attr(retry_id, LINEAGE, start)
 
 
 def park_undecided_retries(study: optuna.Study, plan: PbtPlan) -> list[int]:

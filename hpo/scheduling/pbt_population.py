@@ -53,10 +53,23 @@ def step_complete(members: list[Member], population: int, step: int) -> bool:
     return len(members) >= population and all(m.dead or step in m.scores for m in members)
 
 
+def all_stopped(members: list[Member], step: int) -> bool:
+    """Every live member is stopped at `step` (paused, or waiting in its process) or was decided there already: the
+    step's decisions are then taken in one go, before any member trains past it and drops its checkpoint there. A
+    member that scored at `step` and is still saving there is waited for, not left to be decided alone later, when
+    the checkpoint it would copy may be gone."""
+    return all(m.dead or m.paused_at == step or step in m.decided for m in members)
+
+
 def steps_to_decide(members: list[Member], population: int) -> list[int]:
-    """Intervals with a paused, undecided member whose scores are complete, lowest first."""
+    """Intervals with a paused, undecided member whose scores are complete and whose members all stopped there,
+    lowest first."""
     waiting = {m.paused_at for m in members if m.paused_at is not None and m.paused_at not in m.decided}
-    return sorted(s for s in waiting if s is not None and step_complete(members, population, s))
+    return sorted(
+        s
+        for s in waiting
+        if s is not None and step_complete(members, population, s) and all_stopped(members, s)
+    )
 
 
 def decide(

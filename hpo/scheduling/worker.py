@@ -254,7 +254,7 @@ def run_one(
     member_params, changes = member_setup(study, trial, resume_from) if pbt is not None else (None, {})
     promoted_at = trial.user_attrs.get(
         "promoted_at_step"
-    )  # set when ASHA resumed it (hpo.scheduling.promotion)
+    )  # set when ASHA or PBT resumed it from a pause (hpo.scheduling.promotion, hpo.scheduling.pbt)
     job = TrialJob(
         spec=config.spec,
         study=study,

@@ -31,6 +31,8 @@ from trainer.callbacks import TrainerCallback
 
 
 class ExperimentStoreCallback(TrainerCallback):
+    checkpoint_may_be_in_flight = True  # on_save records the checkpoint's path; it need not be in place yet
+
     def __init__(self, location: str, run: RunInfo, *, flush_interval: float = 1.0) -> None:
         self.location = location
         self.run = run
@@ -40,6 +42,7 @@ class ExperimentStoreCallback(TrainerCallback):
         self.pruned_seen = False
         self.finished = False
         self.first_step_seen = False
+        self.saved: list[dict[str, Any]] = []  # checkpoint rows waiting for their folder to be in place
 
     # ---- Trainer events -----------------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
@@ -62,6 +65,8 @@ class ExperimentStoreCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.writer is None or not logs:
             return
+        if self.saved:
+            self._submit_saved(kwargs.get("trainer"))
         # One queue item per record; the writer thread splits it into metric rows, off the training thread.
         record = {
             "run_id": self.run.run_id,
@@ -79,15 +84,27 @@ class ExperimentStoreCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if self.writer is not None and checkpoint.is_dir():
+        trainer = kwargs.get("trainer")
+        in_flight = trainer is not None and trainer.checkpoint_in_flight(state.global_step)
+        if self.writer is not None and (in_flight or checkpoint.is_dir()):
             row = {"run_id": self.run.run_id, "kind": "checkpoint", "path": str(checkpoint)}
-            self.writer.submit("artifacts", {**row, "step": state.global_step, "time": time.time()})
+            self.saved.append({**row, "step": state.global_step, "time": time.time()})
+            self._submit_saved(trainer)
+
+    def _submit_saved(self, trainer: Any) -> None:
+        """The rows of the checkpoints now in place: the writer digests the folder, so it must be there (a
+        checkpoint's rename may still be under way on the trainer's background thread)."""
+        while self.saved and not (
+            trainer is not None and trainer.checkpoint_in_flight(self.saved[0]["step"])
+        ):
+            self.writer.submit("artifacts", self.saved.pop(0))  # type: ignore[union-attr]
 
     def on_train_end(self, args, state, control, **kwargs):
         self.train_ended = True
         self.pruned_seen = pruned_by_sibling(kwargs)
         if self.writer is None:
             return
+        self._submit_saved(None)  # training ends with every checkpoint in place
         summary = state_summary(state)
         peaks = getattr(state, "peak_memory", None) or {}
         row = {"id": self.run.run_id, "state": summary, "ended_at": time.time()}

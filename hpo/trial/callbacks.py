@@ -42,6 +42,11 @@ def on_sigterm(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
 
+def interrupt_requested() -> bool:
+    """Whether this trial process was asked to stop (SIGTERM from its worker)."""
+    return bool(_interrupt["requested"])
+
+
 def reset_interrupt() -> None:
     """A fresh run in this process: no stop requested, nothing to save yet."""
     _interrupt.update(requested=False, phase="setup")

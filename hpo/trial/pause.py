@@ -27,6 +27,8 @@ from trainer import TrainerCallback
 Resource = Literal["steps", "epochs"]
 # (pause point, the metric's value there or None) -> True to pause. Runs on rank 0 only.
 Decide = Callable[[int, float | None], bool]
+# (pause point) -> True to train on in place after all, once the checkpoint there is on disk. Runs on rank 0 only.
+AfterSave = Callable[[int], bool]
 
 
 def always_pause(point: int, value: float | None) -> bool:
@@ -34,6 +36,10 @@ def always_pause(point: int, value: float | None) -> bool:
 
 
 class PauseCallback(TrainerCallback):
+    checkpoint_may_be_in_flight = (
+        True  # on_save waits for the checkpoint only at a pause point, where it acts
+    )
+
     def __init__(
         self,
         points: Sequence[int],
@@ -41,9 +47,11 @@ class PauseCallback(TrainerCallback):
         decide: Decide = always_pause,
         resource: Resource = "steps",
         is_rank_zero: bool = True,
+        after_save: AfterSave | None = None,
     ) -> None:
         self.points = set(int(p) for p in points)
         self.metric, self.decide, self.resource, self.is_rank_zero = metric, decide, resource, is_rank_zero
+        self.after_save = after_save
         self.pending: int | None = None  # the pause point whose evaluation is awaited
         self.forced_save = False  # the save at the pending point is ours, not the save schedule's
         self.paused_point: int | None = None
@@ -88,6 +96,24 @@ class PauseCallback(TrainerCallback):
         self.paused_point, self.paused_step, self.paused_value = point, state.global_step, value
         self.decided_at = time.time()
         control.should_training_stop = True
+
+    def on_save(self, args, state, control, **kwargs):
+        """A scheduler whose decision needs the checkpoint on disk first (PBT: others may copy it) may still let the
+        trial train on in place here, instead of pausing, exiting and being restored."""
+        if self.after_save is None or self.paused_step != state.global_step or self.paused_point is None:
+            return
+        trainer = kwargs.get("trainer")
+        if trainer is not None:
+            trainer.wait_for_checkpoints()  # in place before anyone may copy it (PBT's exploit)
+        go_on = self.after_save(self.paused_point) if self.is_rank_zero else False
+        strategy = getattr(trainer, "strategy", None)
+        if strategy is not None and getattr(strategy, "world_size", 1) > 1:
+            go_on = bool(strategy.broadcast_object(go_on, src=0))
+        if not go_on:
+            return
+        self.passed.append((self.paused_point, state.global_step, self.paused_value))
+        self.paused_point = self.paused_step = self.paused_value = self.decided_at = None
+        control.should_training_stop = False
 
 
 def find_pause(callbacks: Iterable[Any]) -> PauseCallback | None:

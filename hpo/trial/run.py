@@ -158,9 +158,12 @@ def _train_and_score(
     callbacks = [TrialIdentityCallback(f"trial-{trial.number}", params), tracker]
     callbacks += [pruning] if pruning else []
     tracking.extend(_tracking_callbacks(spec, trial, run_dir, params))
-    callbacks += tracking + _file_callbacks(spec) + extra
+    callbacks += tracking + _file_callbacks(spec)
     earlier = trial.user_attrs.get("uploaded") if isinstance(trial, optuna.Trial) else None
+    # Uploaded before the scheduler's callbacks (`extra`) act on the save: a PBT member that waits in place at its
+    # interval must already be in the object store, for a member on another machine may copy it meanwhile.
     callbacks += upload_callbacks(spec.output_dir, lambda total: _record_upload(trial, total), earlier)
+    callbacks += extra
     set_seed(args.seed)
     trainer = Trainer(
         model_init=model_init,
