@@ -218,9 +218,12 @@ def check_store(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
                 )
             previous = trial.user_attrs.get("requeued_from_trial")
             if previous is not None:
+                # Only the retry's own event names the trial it continues; the worker's "retried" on this run (it
+                # was queued again in its turn, hpo/scheduling/worker.py) names none.
                 linked = [
-                    e["data"].get("requeued_from_trial")
+                    e["data"]["requeued_from_trial"]
                     for e in store.events(trial_run_id(spec.study.name, number), kind="retried")
+                    if "requeued_from_trial" in (e["data"] or {})
                 ]
                 if linked != [previous]:
                     problems.append(

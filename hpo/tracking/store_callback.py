@@ -25,9 +25,17 @@ from hpo.tracking import environment
 from hpo.tracking.footprint import footprint
 from hpo.tracking.logs import arguments_dict, numeric_items, pruned_by_sibling, state_summary
 from hpo.tracking.run_info import RunInfo
-from hpo.tracking.store import open_store, trial_run_id
+from hpo.tracking.store import Batch, ExperimentStore, open_store, trial_run_id
 from hpo.tracking.writer import BackgroundWriter
 from trainer.callbacks import TrainerCallback
+
+
+def origin_recorded(store: ExperimentStore, run_id: str) -> bool:
+    """Whether an earlier piece of this attempt recorded its "retried" event (the one naming the trial it continues).
+    Asked of the store, not of the trial's state: a retry parked paused at a rung (ASHA) or an interval (PBT) runs its
+    first training in a resumed process. The worker's own "retried" event on this run (this attempt was queued again
+    in its turn) names no trial and does not count."""
+    return any("requeued_from_trial" in (e["data"] or {}) for e in store.events(run_id, kind="retried"))
 
 
 class ExperimentStoreCallback(TrainerCallback):
@@ -162,33 +170,45 @@ class ExperimentStoreCallback(TrainerCallback):
     def _record_origin(self) -> None:
         """A retry of a crashed or interrupted trial records "retried" (naming the trial it continues), and that earlier
         run, which died without ending itself, gets its status. Events on the earlier run are the requeuer's to write
-        (the scheduler's worker records its "failed"/"interrupted" and "retried")."""
+        (the scheduler's worker records its "failed"/"interrupted" and "retried").
+
+        Written here, at once, in one transaction, not through the background writer: a piece SIGKILLed before the
+        writer flushed left no "retried" event (found by bench/chaos.py). A store that is down costs the event only
+        (the writer gets it then, as every other row)."""
         origin = self.run.origin
         previous = origin.get("requeued_from_trial")
-        if previous is None or self.run.kind != "trial" or self._origin_recorded():
+        if previous is None or self.run.kind != "trial":
             return
         reason = str(origin.get("retry_reason") or "queued again")
-        self._event(
-            "retried",
-            f"retry of trial-{previous}: {reason}",
-            {**origin, "retry_trial": self.run.trial_number},
-        )
         status = "interrupted" if "interrupt" in reason.lower() else "failed"
         if "out of memory" in reason.lower() and origin.get("oom_retry"):
             # It ran out of GPU memory beside other trials: not a failure of its configuration.
             status = "requeued"
-        assert self.writer is not None
-        self.writer.submit("runs", {"id": trial_run_id(self.run.study_name, int(previous)), "status": status})
-
-    def _origin_recorded(self) -> bool:
-        """Whether an earlier piece of this attempt recorded "retried" already. Asked of the store itself, not of the
-        trial's state: a retry that was parked paused at a rung (ASHA) or an interval (PBT) runs its first training
-        in a resumed process, and a piece killed before its writer flushed left no event (the next piece writes it)."""
-        store = open_store(self.location)
+        event = {
+            "run_id": self.run.run_id,
+            "time": time.time(),
+            "kind": "retried",
+            "message": f"retry of trial-{previous}: {reason}",
+            "data": {**origin, "retry_trial": self.run.trial_number},
+        }
+        earlier = {"id": trial_run_id(self.run.study_name, int(previous)), "status": status}
         try:
-            return bool(store.events(self.run.run_id, kind="retried"))
+            store = open_store(self.location)
+        except Exception:  # noqa: BLE001 - the store is down: the writer retries, the run goes on
+            self._submit_origin(event, earlier)
+            return
+        try:
+            if not origin_recorded(store, self.run.run_id):
+                store.write(Batch(runs=[earlier], events=[event]))
+        except Exception:  # noqa: BLE001
+            self._submit_origin(event, earlier)
         finally:
             store.close()
+
+    def _submit_origin(self, event: dict[str, Any], earlier: dict[str, Any]) -> None:
+        assert self.writer is not None
+        self.writer.submit("events", event)
+        self.writer.submit("runs", earlier)
 
     def _run_row(self, args: Any) -> dict[str, Any]:
         run = self.run

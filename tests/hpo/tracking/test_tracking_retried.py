@@ -45,3 +45,32 @@ def test_a_piece_after_one_that_recorded_nothing_records_it(tmp_path):
     open_store(location).close()  # the study's store exists; the first piece's event never reached it
     run_piece(tmp_path, location)  # a later piece (a resume from a pause) of the same attempt
     assert retried(location) == [(4, 5)]
+
+
+def test_a_piece_killed_before_its_writer_flushed_has_recorded_its_retry(tmp_path):
+    """The origin is written at train begin, not queued: SIGKILL before the writer's first flush left no "retried"
+    event (bench/chaos.py: "retried events [None]" once the retry was itself queued again)."""
+    location = str(tmp_path / "experiments.db")
+    run = RunInfo(kind="trial", study_name="s", trial_number=5, output_dir=str(tmp_path), origin=dict(ORIGIN))
+    # The writer never flushes by itself here: what is in the store came without it.
+    callback = ExperimentStoreCallback(location, run, flush_interval=3600)
+    args, state, control = TrainingArguments(output_dir=str(tmp_path)), TrainerState(), TrainerControl()
+    callback.on_train_begin(args, state, control)
+    try:
+        assert retried(location) == [(4, 5)]  # in the store now: a SIGKILL here loses nothing of it
+        with open_store(location) as store:
+            assert store.run("s/trial-4")["status"] == "failed"
+    finally:
+        callback.writer.close(timeout=30)
+
+
+def test_the_workers_retried_event_on_a_retry_does_not_stand_for_its_origin(tmp_path):
+    """Trial 5, a retry of 4, was itself queued again: the worker's "retried" event on trial 5 names no trial it
+    continues, so a later piece of trial 5 must still record its own."""
+    location = str(tmp_path / "experiments.db")
+    with open_store(location) as store:
+        store.record_event("s/trial-5", "retried", "crashed; queued again to resume from its checkpoint", {})
+    run_piece(tmp_path, location)
+    with open_store(location) as store:
+        linked = [e["data"].get("requeued_from_trial") for e in store.events("s/trial-5", kind="retried")]
+    assert linked == [None, 4]
