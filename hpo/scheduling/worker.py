@@ -67,7 +67,13 @@ from hpo.storage import remote
 from hpo.storage.database import claim_lock
 from hpo.storage.pause import pause_trial
 from hpo.storage.retention import after_trial
-from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials, process_identity
+from hpo.storage.retry import (
+    RetryPolicy,
+    fail_running_trial,
+    fail_stale_trials,
+    fail_unbeaten_trials,
+    process_identity,
+)
 from hpo.storage.study_db import (
     open_worker_study,
     record_heartbeat,
@@ -155,6 +161,9 @@ def claim_trial(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna warns that heartbeats are meant for Study.optimize
         with claim_lock(storage_of(study), study.study_name, lock_dir):
+            # Under the lock, where no live claimer is between creating a trial and its first beat.
+            for number in fail_unbeaten_trials(study, policy) if policy is not None else []:
+                logger.warning("trial %d: its claimer died before its first heartbeat; queued again", number)
             if asha is not None or pbt is not None:
                 owner = {"worker": worker_identity()}
                 claimed = (

@@ -201,6 +201,25 @@ def fail_stale_trials(study: optuna.Study, policy: RetryPolicy) -> list[int]:
     return requeued
 
 
+def fail_unbeaten_trials(study: optuna.Study, policy: RetryPolicy) -> list[int]:
+    """Under the claim lock: fail and queue again the RUNNING trials whose claimer died before their first heartbeat
+    (Optuna's stale check never sees them; with n_trials used up the study then waited on them for ever). A trial
+    with a process of its own (`hpo run --in-process` records its pid, not heartbeats) is `owner_gone`'s to judge.
+    Returns the numbers of the trials queued again."""
+    requeued = []
+    storage = storage_of(study)
+    for unbeaten_id in study_db.unbeaten_trial_ids(study):
+        if "pid" in storage.get_trial(unbeaten_id).user_attrs:
+            continue
+        reason = "crashed: its worker ended before the trial's first heartbeat"
+        number = fail_running_trial(
+            study, unbeaten_id, reason, policy, counts_as_retry=False, extra_attrs={"crashed": True}
+        )
+        if number is not None:
+            requeued.append(number)
+    return requeued
+
+
 def requeue_stale_trials(study: optuna.Study, spec: StudySpec) -> list[int]:
     """Fail the RUNNING trials of this host whose process ended, and queue them again. Returns their numbers."""
     policy = RetryPolicy.of(spec)

@@ -8,6 +8,7 @@ keeping them here means an Optuna upgrade that moves them breaks one file.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -312,3 +313,29 @@ def stale_trial_ids(study: optuna.Study) -> list[int]:
     if not hasattr(backend, "_get_stale_trial_ids") or backend.get_heartbeat_interval() is None:
         return []
     return list(backend._get_stale_trial_ids(study_id(study)))  # noqa: SLF001
+
+
+def unbeaten_trial_ids(study: optuna.Study) -> list[int]:
+    """Ids of RUNNING trials that never recorded a heartbeat and started more than the grace period ago (empty
+    without heartbeats). Optuna's stale check skips such trials for good: a claimer SIGKILLed between creating its
+    trial and its first beat left one RUNNING for ever (found by bench/chaos.py). Ask it under the claim lock, where
+    no live claimer is between those two steps."""
+    backend = unwrap_rdb(storage_of(study))
+    if backend is None or backend.get_heartbeat_interval() is None:
+        return []
+    interval = backend.get_heartbeat_interval()
+    older_than = backend.grace_period if backend.grace_period is not None else 2 * interval
+    now = datetime.datetime.now()  # as Optuna stamps datetime_start: this client's local time
+    found = []
+    with _create_scoped_session(backend.scoped_session) as session:
+        running = (
+            session.query(rdb_models.TrialModel)
+            .filter(rdb_models.TrialModel.study_id == study_id(study))
+            .filter(rdb_models.TrialModel.state == TrialState.RUNNING)
+            .all()
+        )
+        for trial in running:
+            started = trial.datetime_start
+            if not trial.heartbeats and started is not None and (now - started).total_seconds() > older_than:
+                found.append(trial.trial_id)
+    return found

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+import sqlite3
+
 import optuna
 import pytest
 from optuna.trial import TrialState
@@ -9,6 +12,7 @@ from optuna.trial import TrialState
 from hpo.scheduling.worker import WAIT, claim_trial, worker_identity
 from hpo.storage.database import create_storage
 from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials
+from hpo.storage.study_db import ask_new
 
 
 @pytest.fixture
@@ -107,3 +111,28 @@ def test_a_trial_queued_to_run_alone_after_an_oom_stays_alone_through_an_interru
     fail_running_trial(study, retry._trial_id, "interrupted at step 3", policy, counts_as_retry=False)
     (waiting,) = study.get_trials(states=(TrialState.WAITING,))
     assert waiting.user_attrs["oom_retry"] is True and waiting.user_attrs["requeued_from_trial"] == 1
+
+
+def _backdate(tmp_path, trial_id, seconds):
+    """As if the trial had been created `seconds` ago (Optuna stamps datetime_start in local time)."""
+    started = datetime.datetime.now() - datetime.timedelta(seconds=seconds)
+    with sqlite3.connect(tmp_path / "study.db") as db:
+        db.execute("UPDATE trials SET datetime_start = ? WHERE trial_id = ?", (str(started), trial_id))
+
+
+def test_a_trial_whose_claimer_died_before_its_first_heartbeat_is_queued_again(study, tmp_path):
+    """A whole-tree SIGKILL between creating a trial and its first heartbeat left it RUNNING for ever: Optuna's stale
+    check skips a trial without a heartbeat, it had no owner to ask after, and with n_trials used up every later
+    `hpo run` ended at once with "1 running" (bench/chaos.py seed 185304, 13 runs). Under the claim lock it is failed
+    and queued again (the configuration never ran: no retry used up); one just created is left alone."""
+    policy = RetryPolicy(max_retries=0, output_dir=str(tmp_path))
+    orphan = ask_new(study)  # what claim_work creates for a new ASHA configuration, before its first beat
+    _backdate(tmp_path, orphan._trial_id, 10)
+    retry = claim_trial(study, 1, tmp_path, policy)
+    assert isinstance(retry, optuna.Trial), retry
+    first = study.trials[0]
+    assert first.state == TrialState.FAIL and first.user_attrs["requeued"] is True
+    assert retry.user_attrs["requeued_from_trial"] == 0 and retry.user_attrs["retry_count"] == 0
+    fresh = ask_new(study)  # created a moment ago: its claimer may still be about to beat
+    claim_trial(study, 5, tmp_path, policy)
+    assert study.trials[fresh.number].state == TrialState.RUNNING
