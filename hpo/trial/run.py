@@ -145,6 +145,9 @@ def _train_and_score(
     params = sample_params(trial, spec.search_space) if given is None else dict(given)
     training, model_params = spec.split_params(params)
     args = trial_arguments(spec, run_dir, trial.number, training)
+    # The trackers first: a data() that raises still ends this trial's store run as failed (a resumed PBT member's
+    # run stayed "paused" while the trial was FAIL; found by bench/chaos.py).
+    tracking.extend(_tracking_callbacks(spec, trial, run_dir, params))
     train_dataset, eval_dataset = task.data(dict(model_params))
 
     def model_init():
@@ -157,7 +160,6 @@ def _train_and_score(
     pruning = _pruning_callback(spec, trial)
     callbacks = [TrialIdentityCallback(f"trial-{trial.number}", params), tracker]
     callbacks += [pruning] if pruning else []
-    tracking.extend(_tracking_callbacks(spec, trial, run_dir, params))
     callbacks += tracking + _file_callbacks(spec)
     earlier = trial.user_attrs.get("uploaded") if isinstance(trial, optuna.Trial) else None
     # Uploaded before the scheduler's callbacks (`extra`) act on the save: a PBT member that waits in place at its

@@ -130,6 +130,8 @@ def set_dropout(model: nn.Module, value: float) -> None:
 
 
 def data(params: dict[str, Any]) -> tuple[Samples, Samples]:
+    if params.get("data_explodes"):
+        raise RuntimeError("data exploded on purpose")
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(384, FEATURES, generator=generator)
     centers = torch.randn(CLASSES, FEATURES, generator=generator) * 1.5

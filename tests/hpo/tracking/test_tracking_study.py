@@ -101,6 +101,26 @@ def test_pruned_and_failed_trials_leave_their_events(tmp_path):
     assert "model_init exploded on purpose" in event["message"]
 
 
+def test_a_trial_whose_data_raises_ends_its_store_run_failed(tmp_path):
+    """data() ran before the store callback existed, so its failure reached no store: a PBT member resumed after a
+    pause whose data() raised kept its run "paused" while the trial was FAIL (bench/chaos.py seed 758930)."""
+    path = write_study(
+        tmp_path,
+        study={"n_trials": 1, "enqueue": [{"learning_rate": 0.01, "data_explodes": True}]},
+        search_space={
+            "learning_rate": {"type": "float", "low": 1.0e-4, "high": 0.1, "log": True},
+            "data_explodes": {"type": "categorical", "choices": [False, True]},
+        },
+        tracking={"store": True},
+    )
+    run_in_process(path, n_trials=1)
+    store = open_store(load_study_spec(path).store_url)
+    run = store.run("test/trial-0")
+    assert run is not None and run["status"] == "failed"
+    (event,) = store.events("test/trial-0", kind="failed")
+    assert "data exploded on purpose" in event["message"]
+
+
 def resume_point_of(spec, folder: str) -> None:
     import study_task
 
