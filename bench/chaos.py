@@ -34,13 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos_checks import check_all, load  # noqa: E402
 from chaos_faults import Session, inject  # noqa: E402
-from chaos_plan import FAULT_KINDS, Scenario, draw_scenario, write_study  # noqa: E402
+from chaos_plan import FAULT_KINDS, Scenario, draw_scenario, time_scale, write_study  # noqa: E402
 
 from hpo.spec import load_spec  # noqa: E402
 
+# Each limit in seconds is multiplied by chaos_plan.time_scale() (the machine's load), so slowness is not a finding.
 RUN_DEADLINE_S = 300.0  # one chaos run, faults and restarts included; past it the study "did not complete"
-MAX_RESTARTS = 12  # `hpo run` commands after the faults, before the study counts as stuck
+MAX_RESTARTS = 12  # `hpo run` commands in a row that end no trial, before the study counts as stuck
 FIRST_TRIAL_WAIT_S = 60.0
+LEAVE_WAIT_S = 60.0  # for `hpo worker`s and second runs to leave once the study is done
 
 
 @dataclass
@@ -56,9 +58,14 @@ def run_one(scenario: Scenario, folder: Path, postgres_url: str | None, pg_data:
     """Run the scenario's study with its faults, restart it until it completes, check the invariants."""
     started = time.monotonic()
     storage = postgres_url if scenario.postgres else None
-    path = write_study(folder, scenario, storage)
+    scale = time_scale()
+    path = write_study(folder, scenario, storage, scale)
     session = Session(
-        folder, storage, pg_data=pg_data if scenario.postgres else None, workers=scenario.workers
+        folder,
+        storage,
+        pg_data=pg_data if scenario.postgres else None,
+        workers=scenario.workers,
+        scale=scale,
     )
     outcome = Outcome(scenario)
     rng = random.Random(scenario.seed * 7919 + 1)  # picks the targets: which trial, which worker
@@ -97,7 +104,7 @@ def damaged_trials(scenario: Scenario) -> set[str]:
 
 
 def wait_for_first_trial(session: Session) -> None:
-    deadline = time.monotonic() + FIRST_TRIAL_WAIT_S
+    deadline = time.monotonic() + FIRST_TRIAL_WAIT_S * session.scale
     while time.monotonic() < deadline and not session.trials_now() and session.alive(("run",)):
         time.sleep(0.1)
 
@@ -111,32 +118,50 @@ def restart(session: Session, outcome: Outcome) -> None:
 
 
 def finish(session: Session, outcome: Outcome, started: float) -> None:
-    """Wait for `hpo run` (restarting it when it ended without completing the study), then for everything else."""
-    restarts = 0
-    while time.monotonic() - started < RUN_DEADLINE_S:
+    """Wait for `hpo run` (restarting it when it ended without completing the study), then for everything else. Stuck
+    means MAX_RESTARTS runs in a row that ended no trial, or RUN_DEADLINE_S (both scaled to the machine's load)."""
+    restarts, ended = 0, finished_trials(session)
+    run_deadline = RUN_DEADLINE_S * session.scale
+    while time.monotonic() - started < run_deadline:
         run = session.main_run()
         if run is not None and run.process.poll() is None:
             time.sleep(0.2)
             continue
         if run is not None and run.process.returncode == 0 and study_done(session):
             break
+        now_ended = finished_trials(session)
+        if (
+            now_ended > ended
+        ):  # progress: on a loaded machine a run may end having done little, but not nothing
+            restarts, ended = 0, now_ended
         if restarts >= MAX_RESTARTS:
-            outcome.violations.append(f"the study did not complete after {restarts} more runs of hpo run")
+            outcome.violations.append(
+                f"the study did not complete: {restarts} more runs of hpo run in a row ended no trial"
+            )
             return
         restarts += 1
         restart(session, outcome)
     else:
-        outcome.violations.append(f"the study did not complete within {RUN_DEADLINE_S:.0f} s")
+        outcome.violations.append(f"the study did not complete within {run_deadline:.0f} s")
         return
-    deadline = time.monotonic() + 60
+    leave_wait = LEAVE_WAIT_S * session.scale
+    deadline = time.monotonic() + leave_wait
     while (
         session.alive() and time.monotonic() < deadline
     ):  # `hpo worker`s and second runs leave by themselves
         time.sleep(0.2)
     for left in session.alive():
         outcome.violations.append(
-            f"{left.role} pid {left.process.pid} still running 60 s after the study ended"
+            f"{left.role} pid {left.process.pid} still running {leave_wait:.0f} s after the study ended"
         )
+
+
+def finished_trials(session: Session) -> int:
+    spec = load_spec(session.folder / "study.yaml")
+    try:
+        return sum(t.state.is_finished() for t in load(spec))  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - no study yet (the first run was killed before creating it)
+        return 0
 
 
 def study_done(session: Session) -> bool:

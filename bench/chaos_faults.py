@@ -35,6 +35,9 @@ class Session:
     storage: str | None  # the URL an `hpo worker` joins
     pg_data: Path | None = None
     workers: int = 1
+    scale: float = (
+        1.0  # chaos_plan.time_scale() when the run began: every wait below is this many times longer
+    )
     started: list[Started] = field(default_factory=list)
     runs: int = 0  # `hpo run` commands started, the first one included
 
@@ -156,12 +159,12 @@ def inject(session: Session, fault: Fault, rng: random.Random) -> None:
 
 
 def kill_trial(session: Session, fault: Fault, rng: random.Random) -> str | None:
-    victim = pick(rng, wait_for(session.trials_now, 10.0))
+    victim = pick(rng, wait_for(session.trials_now, 10.0 * session.scale))
     return _signal(victim, signal.SIGKILL, "trial process")
 
 
 def kill_worker(session: Session, fault: Fault, rng: random.Random) -> str | None:
-    victim = pick(rng, wait_for(session.workers_now, 10.0))
+    victim = pick(rng, wait_for(session.workers_now, 10.0 * session.scale))
     return _signal(victim, signal.SIGKILL, "worker")
 
 
@@ -174,12 +177,13 @@ def kill_run(session: Session, fault: Fault, rng: random.Random) -> str | None:
 
 
 def stop_worker(session: Session, fault: Fault, rng: random.Random) -> str | None:
-    victim = pick(rng, wait_for(session.workers_now, 10.0))
+    victim = pick(rng, wait_for(session.workers_now, 10.0 * session.scale))
     if _signal(victim, signal.SIGSTOP, "worker") is None:
         return None
-    time.sleep(GRACE_S + 2.0)  # longer than the grace period: its trial is found stale and queued again
+    stopped = GRACE_S * session.scale + 2.0  # longer than the study's grace period: its trial is found stale
+    time.sleep(stopped)
     _signal(victim, signal.SIGCONT, "worker")
-    return f"worker pid {victim.pid} stopped {GRACE_S + 2.0:.0f} s"
+    return f"worker pid {victim.pid} stopped {stopped:.0f} s"
 
 
 def preempt(session: Session, fault: Fault, rng: random.Random) -> str | None:
@@ -188,10 +192,11 @@ def preempt(session: Session, fault: Fault, rng: random.Random) -> str | None:
         return None
     run.process.send_signal(signal.SIGTERM)
     try:
-        run.process.wait(PREEMPT_WAIT_S)
+        run.process.wait(PREEMPT_WAIT_S * session.scale)
     except subprocess.TimeoutExpired:
         session.kill_tree(run)
-        return f"hpo run pid {run.process.pid}: SIGTERM, still running after {PREEMPT_WAIT_S:.0f} s (killed)"
+        waited = PREEMPT_WAIT_S * session.scale
+        return f"hpo run pid {run.process.pid}: SIGTERM, still running after {waited:.0f} s (killed)"
     return f"hpo run pid {run.process.pid}: SIGTERM, exit {run.process.returncode}"
 
 

@@ -7,6 +7,7 @@ hits depends on what is running at that moment, so the harness records its targe
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import uuid
@@ -33,6 +34,17 @@ FAULT_KINDS = (
 )
 EXCEPTION_SITES = ("model_init", "data", "compute_metrics")
 HEARTBEAT_S, GRACE_S = 1.0, 3.0
+
+
+def time_scale() -> float:
+    """How many times slower than an idle machine this one runs now: $HPO_CHAOS_TIME_SCALE, else the 1-minute load
+    average per core (at least 1). Every wait of the harness and the studies' heartbeat grace period are multiplied by
+    it: on a loaded CI machine a heartbeat thread or a trial's start lags seconds behind, and fixed limits then report
+    slowness as a stuck study (the chaos suite failed CI so, under load, with nothing lost)."""
+    given = os.environ.get("HPO_CHAOS_TIME_SCALE")
+    if given:
+        return max(1.0, float(given))
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 @dataclass
@@ -92,9 +104,9 @@ def n_trials_of(scenario: Scenario) -> int:
     return {"pruner": 5, "asha": 6, "pbt": 4, "retry": 4}[scenario.study]
 
 
-def write_study(folder: Path, scenario: Scenario, storage: str | None) -> Path:
+def write_study(folder: Path, scenario: Scenario, storage: str | None, scale: float = 1.0) -> Path:
     """The study file of `scenario` in `folder`, with the chaos task beside it. Short heartbeats: a stopped worker's
-    trial is found stale within seconds."""
+    trial is found stale within seconds (`scale` times GRACE_S: see `time_scale`)."""
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(TASK, folder / "chaos_task.py")
     spec: dict[str, Any] = {
@@ -125,7 +137,11 @@ def write_study(folder: Path, scenario: Scenario, storage: str | None) -> Path:
             "disable_tqdm": True,
         },
         "search_space": {"learning_rate": {"type": "float", "low": 1.0e-3, "high": 0.3, "log": True}},
-        "resources": {"heartbeat_interval": HEARTBEAT_S, "grace_period": GRACE_S, "threads_per_trial": 1},
+        "resources": {
+            "heartbeat_interval": HEARTBEAT_S,
+            "grace_period": round(GRACE_S * scale, 1),
+            "threads_per_trial": 1,
+        },
     }
     if storage:
         spec["study"]["storage"] = storage
