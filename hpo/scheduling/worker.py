@@ -84,8 +84,10 @@ from hpo.storage.study_db import (
     trial_id,
 )
 from hpo.tracking import environment
-from hpo.tracking.events import record_event
+from hpo.tracking.events import record_event, store_location
+from hpo.tracking.run_info import RunInfo, origin_attrs
 from hpo.tracking.store import trial_run_id
+from hpo.tracking.store_callback import record_origin
 from hpo.trial.callbacks import write_status
 from hpo.trial.run import record_outcome, trial_dir
 from hpo.trial.space import sample_params
@@ -232,6 +234,24 @@ def wait_for_room(
 
 
 # ---- running one trial ------------------------------------------------------------------------------------------
+def record_retry_origin(spec: StudySpec, trial: optuna.Trial) -> None:
+    """A queued retry records the trial it continues before its process starts: one killed before its training
+    began (its store callback's first moment) left no "retried" event, and its predecessor's run "paused" or
+    "running" (bench/chaos.py). The trial's own store callback finds it written and writes nothing."""
+    location = store_location(spec)
+    origin = origin_attrs(trial.user_attrs)
+    if location is None or "requeued_from_trial" not in origin:
+        return
+    run = RunInfo(
+        kind="trial",
+        study_name=spec.study.name,
+        trial_number=trial.number,
+        output_dir=str(trial_dir(spec, trial.number)),
+        origin=origin,
+    )
+    record_origin(location, run)
+
+
 def run_one(
     study: optuna.Study,
     trial: optuna.Trial,
@@ -256,6 +276,7 @@ def run_one(
         **resume_attrs,
     }
     set_user_attrs(study, trial, attrs)
+    record_retry_origin(config.spec, trial)
     params = sample_params(trial, config.spec.search_space)
     if gate is not None and not wait_for_room(gate, study, trial, params, stop, status_file(config), config):
         return ChildResult(None, interrupted_at=-1)  # stopped while waiting for the GPU: queued again

@@ -38,6 +38,51 @@ def origin_recorded(store: ExperimentStore, run_id: str) -> bool:
     return any("requeued_from_trial" in (e["data"] or {}) for e in store.events(run_id, kind="retried"))
 
 
+def origin_rows(run: RunInfo) -> Batch | None:
+    """A retry's "retried" event (naming the trial it continues) and the status of that earlier run, which died
+    without ending itself; None for a run that continues nothing. Events on the earlier run are the requeuer's."""
+    origin = run.origin
+    previous = origin.get("requeued_from_trial")
+    if previous is None or run.kind != "trial":
+        return None
+    reason = str(origin.get("retry_reason") or "queued again")
+    status = "interrupted" if "interrupt" in reason.lower() else "failed"
+    if "out of memory" in reason.lower() and origin.get("oom_retry"):
+        # It ran out of GPU memory beside other trials: not a failure of its configuration.
+        status = "requeued"
+    event = {
+        "run_id": run.run_id,
+        "time": time.time(),
+        "kind": "retried",
+        "message": f"retry of trial-{previous}: {reason}",
+        "data": {**origin, "retry_trial": run.trial_number},
+    }
+    earlier = {"id": trial_run_id(run.study_name, int(previous)), "status": status}
+    return Batch(runs=[earlier], events=[event])
+
+
+def record_origin(location: str, run: RunInfo) -> bool:
+    """Write a retry's origin (`origin_rows`) at once, in one transaction, unless a piece of it did already. Written
+    at once, not queued: a retry SIGKILLed before its writer flushed, or before its training began, left no "retried"
+    event (found by bench/chaos.py). The scheduler's worker calls it before the trial's process starts, the store
+    callback again as training begins. False when the store could not be reached (the caller may queue the rows)."""
+    rows = origin_rows(run)
+    if rows is None:
+        return True
+    try:
+        store = open_store(location)
+    except Exception:  # noqa: BLE001 - a store that is down costs rows, never the run
+        return False
+    try:
+        if not origin_recorded(store, run.run_id):
+            store.write(rows)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        store.close()
+
+
 class ExperimentStoreCallback(TrainerCallback):
     checkpoint_may_be_in_flight = True  # on_save records the checkpoint's path; it need not be in place yet
 
@@ -168,47 +213,14 @@ class ExperimentStoreCallback(TrainerCallback):
         return BackgroundWriter(lambda: open_store(location), flush_interval=self.flush_interval)
 
     def _record_origin(self) -> None:
-        """A retry of a crashed or interrupted trial records "retried" (naming the trial it continues), and that earlier
-        run, which died without ending itself, gets its status. Events on the earlier run are the requeuer's to write
-        (the scheduler's worker records its "failed"/"interrupted" and "retried").
-
-        Written here, at once, in one transaction, not through the background writer: a piece SIGKILLed before the
-        writer flushed left no "retried" event (found by bench/chaos.py). A store that is down costs the event only
-        (the writer gets it then, as every other row)."""
-        origin = self.run.origin
-        previous = origin.get("requeued_from_trial")
-        if previous is None or self.run.kind != "trial":
-            return
-        reason = str(origin.get("retry_reason") or "queued again")
-        status = "interrupted" if "interrupt" in reason.lower() else "failed"
-        if "out of memory" in reason.lower() and origin.get("oom_retry"):
-            # It ran out of GPU memory beside other trials: not a failure of its configuration.
-            status = "requeued"
-        event = {
-            "run_id": self.run.run_id,
-            "time": time.time(),
-            "kind": "retried",
-            "message": f"retry of trial-{previous}: {reason}",
-            "data": {**origin, "retry_trial": self.run.trial_number},
-        }
-        earlier = {"id": trial_run_id(self.run.study_name, int(previous)), "status": status}
-        try:
-            store = open_store(self.location)
-        except Exception:  # noqa: BLE001 - the store is down: the writer retries, the run goes on
-            self._submit_origin(event, earlier)
-            return
-        try:
-            if not origin_recorded(store, self.run.run_id):
-                store.write(Batch(runs=[earlier], events=[event]))
-        except Exception:  # noqa: BLE001
-            self._submit_origin(event, earlier)
-        finally:
-            store.close()
-
-    def _submit_origin(self, event: dict[str, Any], earlier: dict[str, Any]) -> None:
-        assert self.writer is not None
-        self.writer.submit("events", event)
-        self.writer.submit("runs", earlier)
+        """A retry's "retried" event and its predecessor's status (see `record_origin`), usually written already by
+        the worker before this process started; through the writer only when the store could not be reached."""
+        if not record_origin(self.location, self.run):
+            rows = origin_rows(self.run)
+            if rows is not None:
+                assert self.writer is not None
+                self.writer.submit("events", rows.events[0])
+                self.writer.submit("runs", rows.runs[0])
 
     def _run_row(self, args: Any) -> dict[str, Any]:
         run = self.run

@@ -4,7 +4,14 @@ with no "retried" event, their predecessors left "paused")."""
 
 from __future__ import annotations
 
+from study_task import write_study
+
+from hpo.scheduling.worker import claim_trial, record_retry_origin
+from hpo.spec import load_study_spec
+from hpo.storage.retry import RetryPolicy, fail_running_trial
+from hpo.storage.study_db import open_study
 from hpo.tracking import RunInfo
+from hpo.tracking.run_info import origin_attrs
 from hpo.tracking.store import open_store
 from hpo.tracking.store_callback import ExperimentStoreCallback
 from trainer import TrainerControl, TrainerState, TrainingArguments
@@ -74,3 +81,37 @@ def test_the_workers_retried_event_on_a_retry_does_not_stand_for_its_origin(tmp_
     with open_store(location) as store:
         linked = [e["data"].get("requeued_from_trial") for e in store.events("s/trial-5", kind="retried")]
     assert linked == [None, 4]
+
+
+def test_a_retry_killed_before_its_training_began_has_recorded_its_retry(tmp_path):
+    """The worker records a claimed retry's origin before the trial's process starts: a retry SIGKILLed while it loaded
+    its data left no "retried" event and its predecessor "paused" (bench/chaos.py seed 995513, ASHA, kill_trial)."""
+    spec = load_study_spec(write_study(tmp_path, study={"n_trials": 1}, tracking={"store": True}))
+    study = open_study(spec)
+    policy = RetryPolicy(max_retries=1, output_dir=str(tmp_path))
+    crashed = claim_trial(study, 1, tmp_path)
+    fail_running_trial(study, crashed._trial_id, "crashed: test", policy, counts_as_retry=True)
+    retry = claim_trial(study, 1, tmp_path, policy)
+    record_retry_origin(spec, retry)  # what the worker does before it forks; then the retry is killed
+    with open_store(spec.store_url) as store:
+        (event,) = store.events(f"test/trial-{retry.number}", kind="retried")
+        assert event["data"]["requeued_from_trial"] == crashed.number
+        assert store.run(f"test/trial-{crashed.number}")["status"] == "failed"
+    record_retry_origin(spec, retry)  # again (a resumed piece): nothing more
+    run_piece_of(tmp_path, spec, retry)  # and its store callback, had it lived: nothing more either
+    with open_store(spec.store_url) as store:
+        assert len(store.events(f"test/trial-{retry.number}", kind="retried")) == 1
+
+
+def run_piece_of(tmp_path, spec, trial) -> None:
+    run = RunInfo(
+        kind="trial",
+        study_name=spec.study.name,
+        trial_number=trial.number,
+        output_dir=str(tmp_path),
+        origin=origin_attrs(trial.user_attrs),
+    )
+    callback = ExperimentStoreCallback(spec.store_url, run)
+    args, state, control = TrainingArguments(output_dir=str(tmp_path)), TrainerState(), TrainerControl()
+    callback.on_train_begin(args, state, control)
+    callback.finish("completed", [0.5])
