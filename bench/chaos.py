@@ -4,6 +4,7 @@
     python bench/chaos.py --faults 200 --seed 7 --out /tmp/chaos
     python bench/chaos.py --kinds kill_trial,preempt --faults 10
     python bench/chaos.py --replay 123456              # one run again, by the seed the report printed
+    python bench/chaos.py --faults 200 --shard 0/3     # a third of that campaign (run 1/3 and 2/3 beside it)
     python bench/chaos.py --postgres-url postgresql://... --postgres-data /tmp/hpo-pg   # also PostgreSQL (restarts)
 
 Each run draws, from its own seed (bench/chaos_plan.py), a study (Optuna median pruner, promotion ASHA, PBT, or
@@ -253,6 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--replay-faults", type=int, default=None, help="with --replay: how many faults it had"
     )
+    parser.add_argument(
+        "--shard",
+        default=None,
+        help="K/N: only studies K, K+N, K+2N... of the campaign's plan (0-based): one campaign over N processes",
+    )
     parser.add_argument("--postgres-url", default=os.environ.get("HPO_TEST_POSTGRES_URL"))
     parser.add_argument("--postgres-data", type=Path, default=os.environ.get("HPO_PG_DATA"))
     args = parser.parse_args(argv)
@@ -266,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         scenarios = [draw_scenario(args.replay, kinds, args.replay_faults or 3, postgres)]
     else:
         scenarios = plan_runs(args.seed, args.faults, kinds, postgres)
+    if args.shard:
+        index, _, count = args.shard.partition("/")
+        scenarios = scenarios[int(index) :: int(count)]
     started, outcomes = time.monotonic(), []
     for scenario in scenarios:
         outcome = run_one(scenario, out / f"study-{scenario.seed}", args.postgres_url, args.postgres_data)
