@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from hpo.tracking.run_info import RunInfo
 from hpo.tracking.store import Batch, ExperimentStore, open_store, trial_run_id
 from hpo.tracking.writer import BackgroundWriter
 from trainer.callbacks import TrainerCallback
+
+ORIGIN_ATTEMPTS, ORIGIN_RETRY_S = 120, 0.5  # a retry's origin, while the store does not answer: a minute
 
 
 def origin_recorded(store: ExperimentStore, run_id: str) -> bool:
@@ -214,13 +217,19 @@ class ExperimentStoreCallback(TrainerCallback):
 
     def _record_origin(self) -> None:
         """A retry's "retried" event and its predecessor's status (see `record_origin`), usually written already by
-        the worker before this process started; through the writer only when the store could not be reached."""
-        if not record_origin(self.location, self.run):
-            rows = origin_rows(self.run)
-            if rows is not None:
-                assert self.writer is not None
-                self.writer.submit("events", rows.events[0])
-                self.writer.submit("runs", rows.runs[0])
+        the worker before this process started. When the store does not answer (a restart, say), asked and written
+        again off the training thread: not queued blindly, since the worker's write may have landed (a queued copy then
+        made two "retried" events for one attempt; bench/chaos.py seed 977111, a PostgreSQL restart)."""
+        if origin_rows(self.run) is None or record_origin(self.location, self.run):
+            return
+        thread = threading.Thread(target=self._retry_origin, name="hpo-store-origin", daemon=True)
+        thread.start()
+
+    def _retry_origin(self) -> None:
+        for _ in range(ORIGIN_ATTEMPTS):
+            time.sleep(ORIGIN_RETRY_S)
+            if record_origin(self.location, self.run):
+                return
 
     def _run_row(self, args: Any) -> dict[str, Any]:
         run = self.run

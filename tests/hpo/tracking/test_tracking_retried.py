@@ -4,6 +4,9 @@ with no "retried" event, their predecessors left "paused")."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 from study_task import write_study
 
 from hpo.scheduling.worker import claim_trial, record_retry_origin
@@ -115,3 +118,30 @@ def run_piece_of(tmp_path, spec, trial) -> None:
     args, state, control = TrainingArguments(output_dir=str(tmp_path)), TrainerState(), TrainerControl()
     callback.on_train_begin(args, state, control)
     callback.finish("completed", [0.5])
+
+
+def test_a_retry_whose_store_is_restarting_writes_its_origin_once_it_answers(tmp_path, monkeypatch):
+    """The worker wrote the origin; the trial's own check found the store down (a PostgreSQL restart) and queued a copy
+    blindly: two "retried" events for one attempt (bench/chaos.py seed 977111). Now it asks again once it answers."""
+    from hpo.tracking import store_callback
+
+    location = str(tmp_path / "experiments.db")
+    run = RunInfo(kind="trial", study_name="s", trial_number=5, output_dir=str(tmp_path), origin=dict(ORIGIN))
+    assert store_callback.record_origin(location, run)  # the worker, before the trial's process started
+    real_open, calls = store_callback.open_store, []
+
+    def restarting(where):
+        if threading.current_thread() is threading.main_thread() or calls:  # not the writer's own thread
+            calls.append(where)
+            if len(calls) == 1:
+                raise ConnectionError("the server is restarting")
+        return real_open(where)
+
+    monkeypatch.setattr(store_callback, "open_store", restarting)
+    monkeypatch.setattr(store_callback, "ORIGIN_RETRY_S", 0.01)
+    run_piece(tmp_path, location)
+    deadline = time.monotonic() + 10
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert retried(location) == [(4, 5)]
