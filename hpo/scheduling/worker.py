@@ -73,6 +73,7 @@ from hpo.storage.retry import (
     fail_stale_trials,
     fail_unbeaten_trials,
     process_identity,
+    requeue_lost_retries,
 )
 from hpo.storage.study_db import (
     open_worker_study,
@@ -166,6 +167,8 @@ def claim_trial(
             # Under the lock, where no live claimer is between creating a trial and its first beat.
             for number in fail_unbeaten_trials(study, policy) if policy is not None else []:
                 logger.warning("trial %d: its claimer died before its first heartbeat; queued again", number)
+            for number in requeue_lost_retries(study, policy) if policy is not None else []:
+                logger.warning("trial %d: failed, but its retry was never queued; queued now", number)
             if asha is not None or pbt is not None:
                 owner = {"worker": worker_identity()}
                 claimed = (

@@ -17,6 +17,7 @@ is failed and queued again, so the retry resumes from its newest checkpoint.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import socket
@@ -217,6 +218,38 @@ def fail_unbeaten_trials(study: optuna.Study, policy: RetryPolicy) -> list[int]:
         )
         if number is not None:
             requeued.append(number)
+    return requeued
+
+
+def requeue_lost_retries(study: optuna.Study, policy: RetryPolicy) -> list[int]:
+    """Under the claim lock: queue the retry of each trial failed as `requeued` whose retry never came (its process,
+    between the two steps of `fail_running_trial`, was killed: the configuration was lost; bench/chaos.py seed 37470,
+    a whole-tree kill). Only a failure older than the heartbeat grace period: the process that failed it a moment ago
+    is still about to queue it. Returns the numbers of the trials queued again."""
+    grace = study_db.heartbeat_grace(study)
+    if grace is None:
+        return []
+    trials = study.get_trials(deepcopy=False)
+    continued = {t.user_attrs["requeued_from_trial"] for t in trials if "requeued_from_trial" in t.user_attrs}
+    now = datetime.datetime.now()  # as Optuna stamps datetime_complete: this client's local time
+    requeued = []
+    for trial in trials:
+        ended = trial.datetime_complete
+        if (
+            trial.state != TrialState.FAIL
+            or not trial.user_attrs.get("requeued")
+            or trial.number in continued
+            or ended is None
+            or (now - ended).total_seconds() <= grace
+        ):
+            continue
+        attrs = trial.user_attrs
+        counted = not (
+            attrs.get("interrupted") or attrs.get("oom_shared_with")
+        )  # as the failing process counted it
+        reason = str(attrs.get("error") or "queued again")
+        if requeue(study, trial, reason, policy, counts_as_retry=counted) is not None:
+            requeued.append(trial.number)
     return requeued
 
 

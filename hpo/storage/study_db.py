@@ -321,10 +321,9 @@ def unbeaten_trial_ids(study: optuna.Study) -> list[int]:
     trial and its first beat left one RUNNING for ever (found by bench/chaos.py). Ask it under the claim lock, where
     no live claimer is between those two steps."""
     backend = unwrap_rdb(storage_of(study))
-    if backend is None or backend.get_heartbeat_interval() is None:
+    older_than = heartbeat_grace(study)
+    if backend is None or older_than is None:
         return []
-    interval = backend.get_heartbeat_interval()
-    older_than = backend.grace_period if backend.grace_period is not None else 2 * interval
     now = datetime.datetime.now()  # as Optuna stamps datetime_start: this client's local time
     found = []
     with _create_scoped_session(backend.scoped_session) as session:
@@ -339,3 +338,12 @@ def unbeaten_trial_ids(study: optuna.Study) -> list[int]:
             if not trial.heartbeats and started is not None and (now - started).total_seconds() > older_than:
                 found.append(trial.trial_id)
     return found
+
+
+def heartbeat_grace(study: optuna.Study) -> float | None:
+    """The storage's heartbeat grace period in seconds (Optuna's default: twice the interval); None without heartbeats."""
+    backend = unwrap_rdb(storage_of(study))
+    if backend is None or backend.get_heartbeat_interval() is None:
+        return None
+    interval = backend.get_heartbeat_interval()
+    return float(backend.grace_period if backend.grace_period is not None else 2 * interval)

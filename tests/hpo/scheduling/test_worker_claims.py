@@ -136,3 +136,29 @@ def test_a_trial_whose_claimer_died_before_its_first_heartbeat_is_queued_again(s
     fresh = ask_new(study)  # created a moment ago: its claimer may still be about to beat
     claim_trial(study, 5, tmp_path, policy)
     assert study.trials[fresh.number].state == TrialState.RUNNING
+
+
+def test_a_trial_failed_as_requeued_whose_retry_never_came_is_queued_again(study, tmp_path):
+    """A whole-tree SIGKILL between `fail_running_trial`'s FAIL and its enqueue lost the configuration: "trial 0 failed
+    as requeued, but no retry continues it" (bench/chaos.py seed 37470). Under the claim lock the retry is queued then;
+    a failure from a moment ago is left to the process that is about to queue it."""
+    policy = RetryPolicy(max_retries=2, output_dir=str(tmp_path))
+    trial = claim_trial(study, 1, tmp_path, policy)
+    trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+    storage = study._storage
+    storage.set_trial_user_attr(trial._trial_id, "requeued", True)
+    storage.set_trial_user_attr(trial._trial_id, "error", "crashed: trial process killed by SIGKILL")
+    storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)  # and then the kill: no enqueue
+    fresh = claim_trial(study, 5, tmp_path, policy)  # failed a moment ago: its process may still queue it
+    assert "requeued_from_trial" not in fresh.user_attrs
+    ended = datetime.datetime.now() - datetime.timedelta(seconds=10)
+    with sqlite3.connect(tmp_path / "study.db") as db:
+        db.execute("UPDATE trials SET datetime_complete = ? WHERE trial_id = ?", (str(ended), trial._trial_id))
+    # A fresh process's view (this one's storage cache keeps the ended trial as it was).
+    storage = create_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_interval=1, grace_period=2)
+    study = optuna.load_study(study_name="s", storage=storage)
+    retry = claim_trial(study, 5, tmp_path, policy)
+    assert isinstance(retry, optuna.Trial), retry
+    assert retry.user_attrs["requeued_from_trial"] == 0 and retry.user_attrs["retry_count"] == 1
+    assert retry.suggest_float("lr", 1e-4, 1e-1, log=True) == study.trials[0].params["lr"]
+    assert "requeued_from_trial" not in claim_trial(study, 5, tmp_path, policy).user_attrs  # queued once only
