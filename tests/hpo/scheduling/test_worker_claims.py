@@ -153,7 +153,9 @@ def test_a_trial_failed_as_requeued_whose_retry_never_came_is_queued_again(study
     assert "requeued_from_trial" not in fresh.user_attrs
     ended = datetime.datetime.now() - datetime.timedelta(seconds=10)
     with sqlite3.connect(tmp_path / "study.db") as db:
-        db.execute("UPDATE trials SET datetime_complete = ? WHERE trial_id = ?", (str(ended), trial._trial_id))
+        db.execute(
+            "UPDATE trials SET datetime_complete = ? WHERE trial_id = ?", (str(ended), trial._trial_id)
+        )
     # A fresh process's view (this one's storage cache keeps the ended trial as it was).
     storage = create_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_interval=1, grace_period=2)
     study = optuna.load_study(study_name="s", storage=storage)
