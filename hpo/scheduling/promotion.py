@@ -44,7 +44,9 @@ from hpo.storage.study_db import (
     trial_id,
 )
 from hpo.tracking.events import record_event, store_location
+from hpo.tracking.run_info import RunInfo, origin_attrs
 from hpo.tracking.store import trial_run_id
+from hpo.tracking.store_callback import record_origin
 from hpo.trial.pause import PauseCallback
 from trainer.checkpoint import STATE_FILE
 
@@ -252,6 +254,12 @@ def _record_pruned(study: optuna.Study, plan: AshaPlan, trial: FrozenTrial, valu
     it ended."""
     if plan.store is None:
         return
+    origin = origin_attrs(trial.user_attrs)
+    if "requeued_from_trial" in origin:
+        # A retry parked at its predecessor's rung (park_unjudged_retries) and ended here never ran a process to say
+        # which trial it continues; that predecessor's run said "running" (bench/chaos.py seed 185304).
+        run = RunInfo(study_name=study.study_name, trial_number=trial.number, origin=origin)
+        record_origin(plan.store, run)
     step = pause.pause_info(trial).get("step")
     message = f"pruned at step {step} (value {value}): it can no longer be promoted"
     record_event(plan.store, trial_run_id(study.study_name, trial.number), "pruned", message, {"step": step})

@@ -433,9 +433,13 @@ def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: Worke
         set_user_attrs(study, trial, outcome.user_attrs)
     except optuna.exceptions.UpdateFinishedTrialError:
         return "lost"  # failed meanwhile (a stale heartbeat): its retry goes on from the checkpoint
-    if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
-        return "lost"
+    # The store first: once paused in the database another worker may resume it and finish it, and a "paused" written
+    # after that (this worker stopped in between) overwrote "completed" (bench/chaos.py seed 182021, SIGSTOP).
     _event(config, trial.number, "paused", f"paused at step {step} (value {value})", step=step)
+    if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
+        # Failed meanwhile (no heartbeat within the grace period): the store says so again, over the "paused" above.
+        _event(config, trial.number, "failed", "failed before its pause was recorded: no heartbeat in time")
+        return "lost"
     return "paused"
 
 

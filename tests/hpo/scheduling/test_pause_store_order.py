@@ -1,0 +1,71 @@
+"""What the experiment store says about a paused ASHA trial when the worker pausing it stalls, and about a retry that
+ends without ever running (both found by bench/chaos.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from optuna.trial import TrialState
+from study_task import write_study
+
+from hpo.scheduling import worker
+from hpo.scheduling.promotion import AshaPlan, _record_pruned
+from hpo.spec import load_study_spec
+from hpo.storage.study_db import open_study
+from hpo.tracking.store import open_store
+
+ASHA = {"type": "asha", "min_resource": 4, "max_resource": 16, "reduction_factor": 2}
+
+
+def asha_study(tmp_path):
+    path = write_study(
+        tmp_path,
+        study={"n_trials": 4, "scheduler": ASHA},
+        training={"max_steps": 16},
+        tracking={"store": True},
+    )
+    spec = load_study_spec(path)
+    return spec, open_study(spec)
+
+
+def test_the_worker_says_paused_in_the_store_before_another_can_resume_the_trial(tmp_path, monkeypatch):
+    """A worker SIGSTOPped between marking the trial paused and its store event wrote "paused" after another worker had
+    resumed and completed the trial: the store said "paused" for a COMPLETE trial (seed 182021)."""
+    spec, study = asha_study(tmp_path)
+    trial = study.ask()
+    checkpoint = tmp_path / "out" / "trial-0" / "checkpoint-4"
+    checkpoint.mkdir(parents=True)
+    seen = []
+    real_pause = worker.pause_trial
+
+    def pause_trial(*args, **kwargs):  # the moment others may resume it
+        with open_store(spec.store_url) as store:
+            seen.append([e["kind"] for e in store.events(f"test/trial-{trial.number}")])
+        return real_pause(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "pause_trial", pause_trial)
+    outcome = SimpleNamespace(
+        values=[0.5], user_attrs={"paused_step": 4, "paused_checkpoint": str(checkpoint)}
+    )
+    config = worker.WorkerConfig(spec=spec, storage_url="", slot=None, n_trials=4, deadline=None)
+    assert worker._pause(study, trial, outcome, config) == "paused"
+    assert seen == [["paused"]]
+
+
+def test_a_retry_ended_at_its_predecessors_rung_without_running_records_what_it_continues(tmp_path):
+    """A queued retry parked at the rung its predecessor reached, then ended PRUNED there, never ran a process: no
+    "retried" event, and the predecessor's run stayed "running" (seed 185304)."""
+    spec, study = asha_study(tmp_path)
+    study.tell(study.ask(), state=TrialState.FAIL)  # trial 0, killed; its process never ended its store run
+    with open_store(spec.store_url) as store:
+        store.upsert_run("test/trial-0", status="running")
+    study.enqueue_trial(
+        {}, user_attrs={"requeued_from_trial": 0, "retry_reason": "crashed: killed", "retry_count": 1}
+    )
+    (parked,) = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    _record_pruned(study, AshaPlan.of(spec), parked, 0.5)
+    with open_store(spec.store_url) as store:
+        (event,) = store.events(f"test/trial-{parked.number}", kind="retried")
+        assert event["data"]["requeued_from_trial"] == 0
+        assert store.run("test/trial-0")["status"] == "failed"
+        assert store.run(f"test/trial-{parked.number}")["status"] == "pruned"
