@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from hpo.scheduling.worker import WAIT, claim_trial, worker_identity
 from hpo.storage.database import create_storage
-from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials
+from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials, requeue
 from hpo.storage.study_db import ask_new
 
 
@@ -164,3 +164,16 @@ def test_a_trial_failed_as_requeued_whose_retry_never_came_is_queued_again(study
     assert retry.user_attrs["requeued_from_trial"] == 0 and retry.user_attrs["retry_count"] == 1
     assert retry.suggest_float("lr", 1e-4, 1e-1, log=True) == study.trials[0].params["lr"]
     assert "requeued_from_trial" not in claim_trial(study, 5, tmp_path, policy).user_attrs  # queued once only
+
+
+def test_a_trial_failed_as_requeued_still_counts_until_its_retry_is_queued(study, tmp_path):
+    """Between `fail_running_trial`'s FAIL and its enqueue another worker claimed a new configuration; the retry then
+    found n_trials used up and stayed WAITING for ever (bench/chaos.py seed 186055, 12 runs that ended no trial)."""
+    policy = RetryPolicy(max_retries=2, output_dir=str(tmp_path))
+    trial = claim_trial(study, 1, tmp_path, policy)
+    study._storage.set_trial_user_attr(trial._trial_id, "requeued", True)
+    study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)  # its enqueue comes next
+    assert claim_trial(study, 1, tmp_path, policy) is None  # no new configuration meanwhile
+    requeue(study, study.trials[0], "crashed: test", policy, counts_as_retry=True)
+    retry = claim_trial(study, 1, tmp_path, policy)
+    assert retry.user_attrs["requeued_from_trial"] == 0
