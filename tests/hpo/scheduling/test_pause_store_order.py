@@ -1,5 +1,5 @@
 """What the experiment store says about a paused ASHA trial when the worker pausing it stalls, and about a retry that
-ends without ever running (both found by bench/chaos.py)."""
+ends without ever running; a PBT exploit from a damaged checkpoint (all found by bench/chaos.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from optuna.trial import TrialState
 from study_task import write_study
 
 from hpo.scheduling import worker
+from hpo.scheduling.pbt import DECIDED, take_decisions
+from hpo.scheduling.pbt_population import Decision
 from hpo.scheduling.promotion import AshaPlan, _record_pruned
 from hpo.spec import load_study_spec
+from hpo.storage import pause
 from hpo.storage.study_db import open_study
 from hpo.tracking.store import open_store
 
@@ -69,3 +72,26 @@ def test_a_retry_ended_at_its_predecessors_rung_without_running_records_what_it_
         assert event["data"]["requeued_from_trial"] == 0
         assert store.run("test/trial-0")["status"] == "failed"
         assert store.run(f"test/trial-{parked.number}")["status"] == "pruned"
+
+
+def test_a_pbt_exploit_whose_source_checkpoint_is_gone_leaves_the_member_as_it_was(tmp_path):
+    """The copy of a source member's checkpoint that a fault cut short raised under the claim lock: every worker died
+    there at each try, and every later `hpo run` too (bench/chaos.py seed 367814, 13 runs)."""
+    spec, study = asha_study(tmp_path)
+    members = [
+        study.ask(),
+        study.ask(),
+    ]  # both before either pauses: ask() hands out a paused (WAITING) trial
+    for number, trial in enumerate(members):
+        trial.suggest_float("learning_rate", 1e-4, 1e-1, log=True)
+        checkpoint = tmp_path / "out" / f"trial-{number}" / "checkpoint-4"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "model.safetensors").write_bytes(b"")
+        if number == 1:
+            (checkpoint / "trainer_state.json").write_text("{}")  # the source, 0, lost its trainer_state.json
+        assert pause.pause_trial(study, trial._trial_id, step=4, checkpoint=str(checkpoint), value=0.5)
+    latest = {t.number: t for t in study.get_trials(deepcopy=False)}
+    assert sorted(latest) == [0, 1], latest
+    take_decisions(study, latest, [Decision(1, 4, 0, {"learning_rate": 0.01}, {"learning_rate": 0.01})])
+    member = study.get_trials(deepcopy=False)[1]
+    assert member.system_attrs.get(DECIDED) == [4]  # decided: it goes on with its own model and values
