@@ -172,7 +172,7 @@ def test_status_of_a_pbt_study_shows_each_members_step_copies_current_values_and
     }
     found = study_trials(path)
     latest = latest_by_member(found)
-    copied = 0
+    copied = paused = 0
     for trial in found:
         row = rows[str(trial.number)]
         own = segments(latest[trial.number])
@@ -183,8 +183,10 @@ def test_status_of_a_pbt_study_shows_each_members_step_copies_current_values_and
         copies = [f"{s.source} at step {s.step}" for s in own if s.source is not None]
         assert row["copied from"] == (", ".join(copies) or "-")
         copied += len(copies)
-        # All three pieces of its training (to step 4, 8 and 12), not only the last: the time is the member's
-        # accumulated training time (each process adds its own to the one it resumed), not its last piece's span.
-        assert len(trial.user_attrs["pauses"]) == 2
+        # Every piece of its training (a member pauses at an interval unless it is decided there at once and kept,
+        # then it trains on in place), not only the last: the time is the member's accumulated training time (each
+        # process adds its own to the one it resumed), not its last piece's span.
+        paused += len(trial.user_attrs.get("pauses") or [])
         assert float(row["time (s)"]) == pytest.approx(trial.user_attrs["duration_s"], abs=0.051)
     assert copied == 2  # the bottom member at each of the two intervals
+    assert paused > 0  # four members on two slots: some trained in pieces
