@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import StudySpec
 from hpo.storage import remote
+from hpo.storage.best import ranked_complete
 from hpo.storage.run_dirs import trial_run_dir
 from trainer.checkpoint import latest_checkpoint
 
@@ -36,8 +37,7 @@ def top_trials(study: optuna.Study, k: int, trials: list[FrozenTrial] | None = N
         front = study.best_trials
         first_max = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
         return sorted(front, key=lambda t: t.values[0], reverse=first_max)[:k]
-    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
-    return sorted(complete, key=lambda t: (-t.value if maximize else t.value, t.number))[:k]
+    return ranked_complete(study, complete)[:k]
 
 
 def checkpoints_in(run_dir: Path, output_dir: str | Path | None = None) -> list[Path]:

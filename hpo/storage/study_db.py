@@ -22,6 +22,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from hpo.errors import ConfigError, HpoError
 from hpo.spec import FieldProblem, StudySpec, metric_key
+from hpo.storage.best import best_complete_trial
 from hpo.storage.database import create_storage, dispose_connections, unwrap_rdb
 from hpo.storage.rung_sampler import RungTPESampler
 from hpo.storage.urls import redact, sqlite_path
@@ -176,7 +177,10 @@ def pick_trial(
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         raise HpoError(f"study '{study.study_name}' has no completed trial to export; run `hpo run` first")
     if len(metrics) == 1:
-        return study.best_trial
+        best = best_complete_trial(study)
+        if best is None:
+            raise HpoError(f"study '{study.study_name}' has no completed trial with a value to export")
+        return best
     metric = metric or spec.export.metric
     if metric is None:
         raise ConfigError(

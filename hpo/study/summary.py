@@ -10,6 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import StudySpec
+from hpo.storage.best import best_complete_trial
 from hpo.storage.lineage import current_params
 from hpo.storage.urls import redact
 
@@ -98,9 +99,10 @@ def summarize(
 
 def best_trials(study: optuna.Study) -> list[FrozenTrial]:
     """The best trial in a list, or the Pareto front ordered by the first objective; empty when none completed."""
+    if len(study.directions) == 1:
+        best = best_complete_trial(study)
+        return [best] if best is not None else []
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         return []
-    if len(study.directions) == 1:
-        return [study.best_trial]
     first_max = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
     return sorted(study.best_trials, key=lambda t: t.values[0], reverse=first_max)
