@@ -60,6 +60,7 @@ from optuna.trial import TrialState
 from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, reap_exited, run_trial_processes
 from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
 from hpo.scheduling.pbt import PbtPlan, claim_pbt_work, member_setup
+from hpo.scheduling.pbt_time_up import end_paused_members
 from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints, end_hopeless
 from hpo.scheduling.slots import Slot
 from hpo.spec import StudySpec
@@ -516,8 +517,23 @@ def run_worker(config: WorkerConfig) -> int:
 
 def time_is_up(study: optuna.Study, config: WorkerConfig, lock_dir: Path) -> None:
     """The run's time limit passed: no configuration starts any more, so a paused trial that could not be promoted
-    even if none came after it never will be; it ends PRUNED at its rung now rather than wait forever. Every worker
-    does this as it leaves, after its last trial paused, so the last one out judges every pause."""
+    even if none came after it never will be; it ends PRUNED at its rung now rather than wait forever. A paused PBT
+    member ends COMPLETE at its interval (hpo.scheduling.pbt_time_up). Every worker does this as it leaves, after its
+    last trial paused, so the last one out judges every pause."""
+    if PbtPlan.of(config.spec) is not None:
+        with claim_lock(storage_of(study), study.study_name, lock_dir):
+            members = end_paused_members(study)
+        for trial, step, value in members:
+            kind = "completed" if value is not None else "pruned"
+            message = f"time is up: ended at step {step} with the score of the checkpoint it holds ({value})"
+            record_event(
+                config.spec, trial_run_id(study.study_name, trial.number), kind, message, {"step": step}
+            )
+        if members:
+            logger.info(
+                "time is up: paused members %s end at their interval", [t.number for t, _, _ in members]
+            )
+        return
     plan = AshaPlan.of(config.spec)
     if plan is None:
         return

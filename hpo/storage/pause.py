@@ -136,15 +136,16 @@ def resume_trial(
 
 
 def end_paused_trial(study: optuna.Study, trial_id: int, state: TrialState, value: float | None) -> bool:
-    """End a paused trial for good (PRUNED at its pause point with its value, or FAIL). False when another process
-    resumed or ended it first."""
+    """End a paused trial for good (PRUNED at its pause point with its value, COMPLETE there with it, or FAIL). False
+    when another process resumed or ended it first."""
     storage = storage_of(study)
     trial = storage.get_trial(trial_id)
     if not is_paused(trial):
         return False
     values = [value] if value is not None and state != TrialState.FAIL else None
     try:
-        storage.set_trial_user_attr(trial_id, "pruned_step", pause_info(trial).get("step"))
+        if state == TrialState.PRUNED:
+            storage.set_trial_user_attr(trial_id, "pruned_step", pause_info(trial).get("step"))
         return storage.set_trial_state_values(trial_id, state=state, values=values)
     except optuna.exceptions.UpdateFinishedTrialError:
         return False
