@@ -25,7 +25,8 @@
                 interrupted -> FAIL + queued again to resume (does not use up max_retries)
                 CUDA out of memory beside other trials -> FAIL + queued again to run alone (does not use up
                     max_retries; not a failed trial); alone -> FAIL with one line (hpo.trial.oom)
-                crashed / exception with retry_on_exception -> FAIL + queued again from its newest checkpoint
+                crashed / exception with retry_on_exception / the database failed -> FAIL + queued again from its
+                    newest checkpoint
                 else -> record_outcome: COMPLETE with its values, PRUNED, or FAIL with its error
             after_trial()                      # bound the disk (study.keep_checkpoints), done while the next
                                                # trial's process starts (Chores), and when the worker leaves
@@ -383,14 +384,23 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
             retry_attrs={OOM_RETRY_ATTR: True},
         )
         return "out of memory"
-    if outcome is not None and outcome.state == TrialState.FAIL and config.spec.resources.retry_on_exception:
+    outage = outcome is not None and bool(outcome.user_attrs.get("storage_outage"))
+    if (
+        outcome is not None
+        and outcome.state == TrialState.FAIL
+        and (config.spec.resources.retry_on_exception or outage)
+    ):
+        # A database that went away mid-trial (a PostgreSQL restart) is retried whatever retry_on_exception says:
+        # the configuration did not fail. It uses up a retry (max_retries), so a task whose own code raises
+        # database errors is not queued for ever.
+        why = "the study's database failed" if outage else "retry_on_exception"
         reason = f"failed: {outcome.error}"
         outcome.user_attrs.pop("error", None)
         queued = fail_running_trial(
             study, trial_id(trial), reason, policy, counts_as_retry=True, extra_attrs=outcome.user_attrs
         )
         if queued is not None:
-            _event(config, trial.number, "retried", f"{outcome.error}; queued again (retry_on_exception)")
+            _event(config, trial.number, "retried", f"{outcome.error}; queued again ({why})")
         return "failed"
     if result.crashed or outcome is None:
         reason = result.describe_crash()

@@ -30,7 +30,7 @@ from typing import Any
 import optuna
 from optuna.storages import BaseStorage, RDBStorage
 from optuna.trial import FrozenTrial
-from sqlalchemy import event, text
+from sqlalchemy import event, exc, text
 from sqlalchemy.dialects import plugins as sqlalchemy_plugins
 from sqlalchemy.engine import CreateEnginePlugin, Engine
 
@@ -102,6 +102,25 @@ def _open_rdb(url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any]
             last_error = error
             time.sleep(0.2 * (attempt + 1))
     raise HpoError(f"cannot open storage {redact(url)}: {last_error}")
+
+
+def is_storage_outage(error: BaseException) -> bool:
+    """Whether `error` (or what caused it) says a database could not be reached or gave up on the operation: a
+    restart, a dropped connection, a lock held too long. A fault of the machine, not of a trial's configuration."""
+    kinds = (
+        optuna.exceptions.StorageInternalError,
+        exc.OperationalError,
+        exc.InterfaceError,
+        sqlite3.OperationalError,
+    )
+    seen: BaseException | None = error
+    for _ in range(10):  # a cause chain is short; a cycle in one must not loop for ever
+        if seen is None:
+            return False
+        if isinstance(seen, kinds):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 # ---- SQLite: BEGIN IMMEDIATE on every transaction ------------------------------------------------------------

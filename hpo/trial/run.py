@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 
 from hpo.spec import StudySpec
 from hpo.storage import remote
+from hpo.storage.database import is_storage_outage
 from hpo.storage.retry import process_identity
 from hpo.storage.study_db import set_user_attrs
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
@@ -123,7 +124,10 @@ def _failure(error: Exception, gpu_shared: Callable[[], int] | None) -> TrialOut
     oom = describe_oom(error)
     if oom is None:
         message = f"{type(error).__name__}: {error}"
-        return TrialOutcome(TrialState.FAIL, None, None, message, {"traceback": traceback.format_exc()})
+        attrs = {"traceback": traceback.format_exc()}
+        if is_storage_outage(error):  # the caller queues it again: the database failed, not the configuration
+            attrs["storage_outage"] = True
+        return TrialOutcome(TrialState.FAIL, None, None, message, attrs)
     attrs: dict[str, Any] = {"cuda_oom": True}
     others = gpu_shared() if gpu_shared is not None else 0
     if others:
