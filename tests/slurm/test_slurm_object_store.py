@@ -24,9 +24,12 @@ from study_task import write_study
 
 import hpo
 from hpo.integrations.slurm import ACTIVE_STATES, recorded_jobs, task_states
+from hpo.scheduling.pbt import DECIDED
+from hpo.scheduling.pbt_in_place import exploited_at
 from hpo.spec.output_url import mirror_name
+from hpo.storage import pause
 from hpo.storage.database import create_storage
-from hpo.storage.lineage import latest_by_member, segments
+from hpo.storage.lineage import latest_by_member, member_of, members, segments
 
 pytestmark = [pytest.mark.slurm, pytest.mark.s3]
 ASHA = {"type": "asha", "min_resource": 8, "max_resource": 32, "reduction_factor": 2}
@@ -235,12 +238,39 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
     assert _reload_difference(export, out) == 0
 
 
+def _decided_member_held_by_one_task(folder: Path, job_id: str, url: str, name: str, postgres_url: str):
+    """(task, trial, step) of a PBT member paused at an interval, decided there and not exploited (so it resumes from
+    its own checkpoint), whose checkpoint only `task` holds on its disk; None while there is none."""
+    mirrors = _task_mirrors(folder, job_id, url)
+    if set(mirrors) != {0, 1}:
+        return None
+    for trial in _trials(postgres_url, name):
+        checkpoint = pause.checkpoint_of(trial)
+        if not pause.is_paused(trial) or checkpoint is None:
+            continue
+        step = int(pause.pause_info(trial)["step"])
+        if step not in (trial.system_attrs.get(DECIDED) or []) or exploited_at(trial, step):
+            continue
+        relative = Path(checkpoint.parent.name) / checkpoint.name
+        holders = [task for task, mirror in mirrors.items() if (mirror / relative).is_dir()]
+        if len(holders) == 1:
+            return holders[0], trial, step
+    return None
+
+
 def test_pbt_across_two_tasks_that_share_no_folder(tmp_path, postgres_url, slurm_cluster, s3_bucket):
+    """A member paused on one task is continued by the other: the task that trained it is cancelled (scancel) while
+    the member waits, decided and not exploited, so the other task must fetch its checkpoint from the store."""
     name = f"s3-pbt-{uuid.uuid4().hex[:8]}"
     url = f"s3://{s3_bucket}/{name}"
     write_study(
         tmp_path,
-        study={"name": name, "output_dir": url, "scheduler": PBT, "sampler": {"type": "random", "seed": 0}},
+        study={
+            "name": name,
+            "output_dir": url,
+            "scheduler": {**PBT, "max_resource": 16},
+            "sampler": {"type": "random", "seed": 0},
+        },
         model={"delay": 0.05},
         training={"max_steps": None, "lr_scheduler_type": "linear"},
         search_space={"learning_rate": {"type": "float", "low": 1.0e-4, "high": 0.5, "log": True}},
@@ -248,21 +278,29 @@ def test_pbt_across_two_tasks_that_share_no_folder(tmp_path, postgres_url, slurm
     )
     started = time.monotonic()
     job_id, tasks = _submit(tmp_path, postgres_url)
+    cancelled, member, step = wait_for(
+        lambda: _decided_member_held_by_one_task(tmp_path, job_id, url, name, postgres_url),
+        timeout=300,
+        what="a decided PBT member paused with its checkpoint on one task only",
+    )
+    subprocess.run(["scancel", f"{job_id}_{cancelled}"], check=True)
     states = _wait_until_ended(job_id, tasks)
-    assert set(states.values()) == {"COMPLETED"}, states
+    assert states[cancelled] == "CANCELLED" and states[1 - cancelled] == "COMPLETED", states
     trials = _trials(postgres_url, name)
-    assert len(trials) == 4 and {t.state for t in trials} == {TrialState.COMPLETE}
-    mirrors = _task_mirrors(tmp_path, job_id, url)
-    assert set(mirrors) == {0, 1}
-    # Both tasks trained members, each in a folder the other cannot see ...
-    assert all(list(mirror.glob("trial-*")) for mirror in mirrors.values()), mirrors
-    # ... and members copied sources at the intervals (an exploit fetches its source through the store when the other
-    # task trained it; a copy that failed would have left no segment with a source).
-    copies = [s for t in latest_by_member(trials).values() for s in segments(t) if s.source is not None]
+    latest = latest_by_member(trials)
+    assert len(latest) == 4 and {t.state for t in latest.values()} == {TrialState.COMPLETE}
+    assert all(t.state == TrialState.COMPLETE or t.user_attrs.get("requeued") for t in trials)
+    # The member went on on the task that remained, from the checkpoint the cancelled task had uploaded.
+    by_number = {t.number: t for t in trials}
+    chain = members(trials)[member_of(member, by_number)]
+    fetched = [f for t in chain for f in t.user_attrs.get("fetched") or [] if f["bytes"] > 0]
+    assert fetched, [(t.number, t.state.name, t.user_attrs.get("fetched")) for t in chain]
+    # Members copied sources at the intervals (an exploit fetches its source through the store when the other task
+    # trained it; a copy that failed would have left no segment with a source).
+    copies = [s for t in latest.values() for s in segments(t) if s.source is not None]
     assert copies
-    # Whether a paused member is resumed on the other task is the claims' timing (members kept at an interval train on
-    # in place): a resume there fetches its checkpoint (`fetched` bytes > 0), here it reuses the local copy. Printed.
-    _figures(f"PBT, 2 tasks, population 4 ({time.monotonic() - started:.0f} s)", trials)
+    label = f"PBT, 2 tasks, population 4, scancel of task {cancelled} while member {member.number} waited at step {step}"
+    _figures(f"{label} ({time.monotonic() - started:.0f} s)", trials)
     export, out = _export_from_store(tmp_path, postgres_url, s3_bucket, name)
     assert _reload_difference(export, out) == 0
 
