@@ -170,9 +170,19 @@ def _reload_difference(export: Path, out: str) -> float:
     return float(row.replace("│", " ").split()[-1])
 
 
+def _held_by(mirrors: dict[int, Path], checkpoint: Path) -> list[int]:
+    """The tasks whose own scratch folder holds `checkpoint` (recorded as the path in its writer's mirror)."""
+    relative = Path(checkpoint.parent.name) / checkpoint.name
+    return [task for task, mirror in mirrors.items() if (mirror / relative).is_dir()]
+
+
 def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial(
     tmp_path, postgres_url, slurm_cluster, s3_bucket
 ):
+    """Trial 0 is the top of every rung, so ASHA promotes it to the end: every configuration trains the same (only
+    its sleep per step is searched) and ties go to the lower number. While trial 0 waits at a rung, paused with its
+    checkpoint on one task only, that task is cancelled mid-trial (scancel): the promotion must run on the other
+    task from the store, and the trial it was training is retried there from its checkpoint in the store."""
     name = f"s3-asha-{uuid.uuid4().hex[:8]}"
     url = f"s3://{s3_bucket}/{name}"
     n_trials = 6
@@ -183,28 +193,35 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
             "name": name,
             "n_trials": n_trials,
             "output_dir": url,
-            "scheduler": ASHA,
+            # The paper's rule: a trial alone at a rung pauses there (hpo's default would let it go on in place).
+            "scheduler": {**ASHA, "promote_underfilled": False},
             "sampler": {"type": "random", "seed": 0},
         },
         training={"max_steps": 32, "lr_scheduler_type": "linear", "save_steps": 2},
+        search_space={  # merged over the task's own space: its learning rate held at one value
+            "learning_rate": {"type": "categorical", "choices": [0.05]},
+            "delay": {"type": "categorical", "choices": [0.25, 0.3, 0.35]},
+        },
     )
     started = time.monotonic()
     job_id, tasks = _submit(tmp_path, postgres_url)
 
-    def a_task_training_past_a_checkpoint() -> int | None:
-        """A task whose trial is 6 steps (about 2 s) from its next rung, past a checkpoint in the store: the
-        scancel reaches it training, not pausing (saves every 2 steps, rungs at 8, 16, 32)."""
-        running = [t for t in _trials(postgres_url, name) if t.state == TrialState.RUNNING]
-        if len(running) < 2:
+    def trial_zero_paused_on_a_task_that_trains() -> int | None:
+        mirrors = _task_mirrors(tmp_path, job_id, url)
+        trials = _trials(postgres_url, name)
+        zero = next((t for t in trials if t.number == 0), None)
+        if set(mirrors) != {0, 1} or zero is None or not pause.is_paused(zero):
             return None
-        for trial in running:
-            if (trial.user_attrs.get("uploaded") or {}).get("step", 0) % 8 == 2:
-                task = _task_of(trial)
-                if task is not None:
-                    return task + 1  # wait_for wants a true value
+        checkpoint = pause.checkpoint_of(zero)
+        holders = _held_by(mirrors, checkpoint) if checkpoint is not None else []
+        training = {_task_of(t) for t in trials if t.state == TrialState.RUNNING}
+        if len(holders) == 1 and holders[0] in training:
+            return holders[0] + 1  # wait_for wants a true value
         return None
 
-    cancelled = wait_for(a_task_training_past_a_checkpoint, timeout=300, what="a task mid-trial") - 1
+    cancelled = (
+        wait_for(trial_zero_paused_on_a_task_that_trains, timeout=300, what="trial 0 paused on one task") - 1
+    )
     other = 1 - cancelled
     subprocess.run(["scancel", f"{job_id}_{cancelled}"], check=True)  # SIGTERM to every process of that task
     states = _wait_until_ended(job_id, tasks)
@@ -221,6 +238,10 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
         assert retry.user_attrs.get("resume_from"), (
             retry.user_attrs
         )  # went on from the checkpoint in the store
+    # The promotion crossed: trial 0 went on on the other task, from the checkpoint the cancelled task had uploaded.
+    [zero] = [t for t in trials if t.number == 0]
+    assert zero.state == TrialState.COMPLETE
+    assert any(f["bytes"] > 0 for f in zero.user_attrs.get("fetched") or []), zero.user_attrs.get("fetched")
 
     mirrors = _task_mirrors(tmp_path, job_id, url)
     assert set(mirrors) == {0, 1}
@@ -229,10 +250,8 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
         for task, m in mirrors.items()
     }
     assert held[0] and held[1], held  # both tasks trained
-    resumed = [f for t in trials for f in t.user_attrs.get("fetched") or [] if f["bytes"] > 0]
-    assert resumed, "no promotion or retry fetched its checkpoint from the store"  # written by the other task
     figures = _figures(f"ASHA, 2 tasks, scancel of task {cancelled} ({elapsed:.0f} s)", trials)
-    assert figures["up_per_trial"] > 0
+    assert figures["up_per_trial"] > 0 and figures["fetched_from_store"] >= 1
 
     export, out = _export_from_store(tmp_path, postgres_url, s3_bucket, name)
     assert _reload_difference(export, out) == 0
@@ -251,8 +270,7 @@ def _decided_member_held_by_one_task(folder: Path, job_id: str, url: str, name: 
         step = int(pause.pause_info(trial)["step"])
         if step not in (trial.system_attrs.get(DECIDED) or []) or exploited_at(trial, step):
             continue
-        relative = Path(checkpoint.parent.name) / checkpoint.name
-        holders = [task for task, mirror in mirrors.items() if (mirror / relative).is_dir()]
+        holders = _held_by(mirrors, checkpoint)
         if len(holders) == 1:
             return holders[0], trial, step
     return None
