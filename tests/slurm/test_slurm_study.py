@@ -52,9 +52,12 @@ def _wait_until_ended(job_id: str, tasks: int, timeout: float = 240) -> dict[int
     return wait_for(ended, timeout=timeout, what=f"SLURM job {job_id} to end")
 
 
-def _queue_size() -> int:
-    listed = subprocess.run(["squeue", "-h", "-r", "-t", "all"], capture_output=True, text=True, check=True)
-    return len(listed.stdout.splitlines())
+def _newest_job_id() -> int:
+    """The newest job id SLURM has given (scontrol's next id, less one): unchanged when nothing was submitted. (A
+    count of squeue's lines is not: ended jobs leave its list as they age, MinJobAge.)"""
+    shown = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
+    [line] = [line for line in shown.splitlines() if line.split("=")[0].strip() == "NEXT_JOB_ID"]
+    return int(line.split("=", 1)[1]) - 1
 
 
 def test_a_two_task_array_runs_the_study_to_exactly_n_trials(tmp_path, postgres_url, slurm_cluster):
@@ -85,7 +88,9 @@ def test_scancel_of_one_task_mid_trial_the_other_resumes_it_and_n_trials_holds(
     tmp_path, postgres_url, slurm_cluster
 ):
     name = f"slurm-{uuid.uuid4().hex[:8]}"
-    slow_study(tmp_path, delay=0.1, study={"name": name, "n_trials": 3, "pruner": {"type": "none"}})
+    # Trials of 8 s or more, 4 of them: on a loaded machine one task's worker may start 10-20 s after the other's,
+    # and both must be seen training at once.
+    slow_study(tmp_path, delay=0.2, study={"name": name, "n_trials": 4, "pruner": {"type": "none"}})
     submitted = _hpo(
         tmp_path,
         "run",
@@ -108,21 +113,21 @@ def test_scancel_of_one_task_mid_trial_the_other_resumes_it_and_n_trials_holds(
             (tmp_path / "out" / f"trial-{t.number}" / "checkpoint-4").is_dir() for t in running
         )
 
-    wait_for(two_running_with_checkpoints, what="both tasks mid-trial, past a checkpoint")
+    wait_for(two_running_with_checkpoints, timeout=240, what="both tasks mid-trial, past a checkpoint")
     subprocess.run(["scancel", f"{job_id}_0"], check=True)  # SIGTERM to every process of task 0
     states = _wait_until_ended(job_id, tasks)
     assert states[0] == "CANCELLED" and states[1] == "COMPLETED", states
     trials = _trials(postgres_url, name)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     requeued = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("requeued")]
-    assert len(complete) == 3, [(t.number, t.state.name, t.user_attrs.get("error")) for t in trials]
+    assert len(complete) == 4, [(t.number, t.state.name, t.user_attrs.get("error")) for t in trials]
     assert len(requeued) == 1 and requeued[0].user_attrs.get("interrupted"), [t.user_attrs for t in requeued]
     stopped = requeued[0]
     [retry] = [t for t in complete if t.user_attrs.get("resumed_from_trial") == stopped.number]
     step = int(retry.user_attrs["resume_from"].rsplit("-", 1)[1])
     assert step == stopped.user_attrs["interrupted_step"] >= 4
     assert retry.user_attrs["global_step"] == MAX_STEPS
-    assert len(trials) == 4  # 3 trials and the one stopped attempt: n_trials exact
+    assert len(trials) == 5  # 4 trials and the one stopped attempt: n_trials exact
     print(
         f"scancel of task 0: trial {stopped.number} saved at step {step}; 1 retry (trial {retry.number}) finished"
     )
@@ -160,7 +165,7 @@ def _refused(done: subprocess.CompletedProcess, *words: str) -> None:
 
 def test_refusals_exit_2_with_one_line_before_any_job_exists(tmp_path, postgres_url, slurm_cluster):
     write_study(tmp_path, study={"name": f"slurm-{uuid.uuid4().hex[:8]}", "n_trials": 2})
-    before = _queue_size()
+    before = _newest_job_id()
     sqlite = _hpo(tmp_path, "run", "study.yaml", "--launcher", "slurm", "--workers", "2")
     _refused(
         sqlite, "study.storage: a SLURM study needs a database every node reaches (PostgreSQL)", "SQLite"
@@ -200,5 +205,5 @@ def test_refusals_exit_2_with_one_line_before_any_job_exists(tmp_path, postgres_
         "launcher.sbatch_options=[--array=0-9]",
     )
     _refused(bad_option, "launcher.sbatch_options", "--workers")
-    assert _queue_size() == before
+    assert _newest_job_id() == before  # no job was submitted
     assert not (tmp_path / "out" / ".hpo" / "slurm").exists()
