@@ -27,11 +27,11 @@ class Problem:
     ]  # promotion ASHA's pause points, in global steps (rung_levels of the scheduler)
     eta: int = 3
     pruner_min_steps: int = 0  # Optuna's successive halving / Hyperband min_resource, in global steps
-    pause_s: float = 0.25  # measured cost of one pause (save + exit) on this problem
-    resume_s: float = (
-        0.8  # measured cost of one resume (claim, fork, data, model, restore, to the first step)
-    )
-    start_s: float = 0.2  # a worker's cost to start a trial beyond the recorded set-up (claim, fork, record)
+    # Measured by `bench/pause.py resume` on digits, quiet 2-core machine (docs/benchmarks.md, "Pausing and
+    # resuming"), after issue 26's warm resumes: medians over 12-18 trials. Before them: 0.25 s, 0.8 s and 0.2 s.
+    pause_s: float = 0.035  # one pause: the decision at the rung to the trial paused in the database
+    resume_s: float = 0.098  # one resume: claim to the first step (fork, model, restore)
+    start_s: float = 0.086  # a new trial: claim to the first step (fork, model, data), beyond the recorded set-up
 
     @property
     def rung_steps(self) -> list[int]:
@@ -46,8 +46,7 @@ class Problem:
 PROBLEMS = {
     # studies/digits_mlp.yaml as it ships: 20 epochs of 45 steps (1,437 images at batch 32), an evaluation each epoch,
     # 30 trials on 2 workers. ASHA as in bench/asha.py (epochs 1, 3, 9 -> 20, eta 3); the pruners' min_resource one
-    # epoch, Hyperband's max 20 epochs, as in the study file. Pause and resume costs: docs/studies.md (0.21-0.30 s to
-    # pause, 0.79-1.26 s to resume on digits over four runs).
+    # epoch, Hyperband's max 20 epochs, as in the study file. Pause, resume and start costs: the defaults above.
     "digits": Problem(
         name="digits",
         study=ROOT / "studies" / "digits_mlp.yaml",
