@@ -10,6 +10,12 @@ end on its workers, at the median recorded trial cost) and no n_trials: early st
 `--n-trials N` runs N configurations instead and ends when they are done (ASHA then ends hopeless trials at once).
 Targets are the 90th, 95th and 99th percentiles of the recorded configurations' final scores. The last lines give
 hpo's default (HPO_METHOD in methods.py) against the best peer (PEERS) on each figure. The JSON (every seed's figures) goes to --json.
+
+    python bench/search/run.py --synetune-python .venv-syne/bin/python   # adds Syne Tune's schedulers as peers
+
+`--synetune-python` runs bench/search/peer_synetune.py in that interpreter (Syne Tune's own environment) for each
+problem: Syne Tune's promotion and stop-type ASHA and MOBSTER in Syne Tune's simulator on the same recording, budget,
+workers, rungs and costs; their traces are judged with the same `run_figures` and they join the peers.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +40,15 @@ from bench.search.methods import HPO_METHOD, PEERS, Method, methods_for  # noqa:
 from bench.search.problems import PROBLEMS  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import Costs, budget_of, simulate  # noqa: E402
+
+# peer_synetune.py's schedulers and their rows in the table; the model-based ones are slow (a GP fit per decision)
+SYNETUNE = {
+    "promotion-asha": "Syne Tune promotion ASHA",
+    "stop-asha": "Syne Tune stop ASHA",
+    "mobster": "Syne Tune MOBSTER",
+    "hypertune": "Syne Tune Hyper-Tune",
+}
+SYNETUNE_MODEL_BASED = ("mobster", "hypertune")
 
 
 def run_method(
@@ -71,9 +87,9 @@ def table(summaries: dict[str, dict[str, Spread]]) -> str:
     return "\n".join(lines)
 
 
-def against_best_other(summaries: dict[str, dict[str, Spread]]) -> list[str]:
+def against_best_other(summaries: dict[str, dict[str, Spread]], peers: tuple[str, ...] = PEERS) -> list[str]:
     """hpo's default against the best peer on each figure (by median): time ratios, value differences."""
-    ours, others = summaries[HPO_METHOD], {k: v for k, v in summaries.items() if k in PEERS}
+    ours, others = summaries[HPO_METHOD], {k: v for k, v in summaries.items() if k in peers}
     lines = []
     for q in QUANTILES:
         key = f"to_q{round(q * 100)}_s"
@@ -107,6 +123,23 @@ def main() -> None:
     parser.add_argument("--start-s", type=float, help="per-trial start cost (default: the problem's)")
     parser.add_argument("--pause-s", type=float, help="cost of a pause (default: the problem's)")
     parser.add_argument("--resume-s", type=float, help="cost of a resume (default: the problem's)")
+    parser.add_argument(
+        "--synetune-python", type=Path, help="Syne Tune's interpreter: add its schedulers as peers"
+    )
+    parser.add_argument(
+        "--synetune-schedulers",
+        default="promotion-asha,stop-asha,mobster",
+        help=f"comma-separated, of {', '.join(SYNETUNE)}",
+    )
+    parser.add_argument(
+        "--synetune-first",
+        choices=["midpoint", "none"],
+        default="midpoint",
+        help="Syne Tune's first configuration: the space's midpoint (its default, every seed) or none",
+    )
+    parser.add_argument(
+        "--synetune-model-seeds", type=int, help="seeds for MOBSTER and Hyper-Tune (default: --seeds)"
+    )
     parser.add_argument(
         "--json", type=Path, help="default: runs/bench_search_<problem>.json (one problem only)"
     )
@@ -147,10 +180,15 @@ def run_problem(name: str, options: argparse.Namespace, out: Path) -> None:
     per_seed: dict[str, list[RunFigures]] = {}
     for method in methods:
         per_seed[method.name] = run_method(recording, method, seeds, budget_s, options.n_trials, costs)
+    peers = PEERS
+    if options.synetune_python:
+        synetune = synetune_runs(recording, options, seeds, budget_s, costs)
+        per_seed |= synetune
+        peers = (*PEERS, *synetune)
     summaries = {m: summarise(runs) for m, runs in per_seed.items()}
     print(table(summaries))
-    if HPO_METHOD in summaries and summaries.keys() & set(PEERS):
-        print("\n".join(against_best_other(summaries)))
+    if HPO_METHOD in summaries and summaries.keys() & set(peers):
+        print("\n".join(against_best_other(summaries, peers)))
     print(f"simulated in {time.perf_counter() - started:.1f} s")
     out.parent.mkdir(parents=True, exist_ok=True)
     payload: dict[str, Any] = {
@@ -166,6 +204,72 @@ def run_problem(name: str, options: argparse.Namespace, out: Path) -> None:
     }
     out.write_text(json.dumps(payload, indent=1, default=str))
     print(f"wrote {out}")
+
+
+@dataclass
+class PeerOutcome:
+    """What `run_figures` reads of an Outcome, from a peer's JSON run."""
+
+    trace: list[tuple[float, float]]
+    busy_s: float
+    trials: list[int]
+    resumes: int
+    trial_steps: int
+
+
+def synetune_runs(
+    recording: Recording, options: argparse.Namespace, seeds: int, budget_s: float, costs: Costs
+) -> dict[str, list[RunFigures]]:
+    """peer_synetune.py in Syne Tune's interpreter, on this problem's recording, budget, workers, rungs and costs;
+    each seed's trace (evaluations after the budget left out, as our simulator stops there) judged by run_figures."""
+    problem = recording.problem
+    targets = {q: recording.target(q) for q in QUANTILES}
+    space = {name: param.model_dump(exclude_none=True) for name, param in recording.space.items()}
+    names = options.synetune_schedulers.split(",")
+    groups = [
+        ([n for n in names if n not in SYNETUNE_MODEL_BASED], seeds),
+        ([n for n in names if n in SYNETUNE_MODEL_BASED], options.synetune_model_seeds or seeds),
+    ]
+    out: dict[str, list[RunFigures]] = {}
+    for group, group_seeds in groups:
+        if not group:
+            continue
+        command = [
+            str(options.synetune_python),
+            str(Path(__file__).resolve().parent / "peer_synetune.py"),
+            f"--data={problem.data_file}",
+            f"--space={json.dumps(space)}",
+            f"--metric={recording.metric}",
+            f"--workers={problem.workers}",
+            f"--budget-s={budget_s}",
+            "--rungs=" + ",".join(str(level // problem.eval_every) for level in problem.asha_levels),
+            f"--start-s={costs.start_s}",
+            f"--pause-s={costs.pause_s}",
+            f"--resume-s={costs.resume_s}",
+            f"--seeds={group_seeds}",
+            "--schedulers=" + ",".join(group),
+            f"--first={options.synetune_first}",
+        ]
+        started = time.perf_counter()
+        done = subprocess.run(command, check=True, capture_output=True, text=True)
+        print(f"Syne Tune {', '.join(group)}: {group_seeds} seeds in {time.perf_counter() - started:.1f} s")
+        for name, runs in json.loads(done.stdout).items():
+            out[SYNETUNE[name]] = [
+                run_figures(
+                    PeerOutcome(
+                        trace=[(t, v) for t, v in run["trace"] if t <= budget_s],
+                        busy_s=run["busy_s"],
+                        trials=list(range(run["trials"])),
+                        resumes=run["resumes"],
+                        trial_steps=run["evaluations"],
+                    ),  # type: ignore[arg-type]
+                    targets,
+                    budget_s,
+                    recording.maximize,
+                )
+                for run in runs
+            ]
+    return out
 
 
 if __name__ == "__main__":
