@@ -31,7 +31,9 @@ class Problem:
     # resuming"), after issue 26's warm resumes: medians over 12-18 trials. Before them: 0.25 s, 0.8 s and 0.2 s.
     pause_s: float = 0.035  # one pause: the decision at the rung to the trial paused in the database
     resume_s: float = 0.098  # one resume: claim to the first step (fork, model, restore)
-    start_s: float = 0.086  # a new trial: claim to the first step (fork, model, data), beyond the recorded set-up
+    start_s: float = (
+        0.086  # a new trial: claim to the first step (fork, model, data), beyond the recorded set-up
+    )
 
     @property
     def rung_steps(self) -> list[int]:
