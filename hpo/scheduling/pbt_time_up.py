@@ -17,16 +17,20 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scheduling.pbt import population
+from hpo.spec import StudySpec
 from hpo.storage import pause
 from hpo.storage.lineage import member_scores, members, segments
 from hpo.storage.study_db import storage_of, trial_id
+from hpo.tracking.events import record_event
+from hpo.tracking.store import trial_run_id
 
 logger = logging.getLogger(__name__)
 
 
-def end_paused_members(study: optuna.Study) -> list[tuple[FrozenTrial, int, float]]:
+def end_paused_members(study: optuna.Study, spec: StudySpec) -> list[tuple[FrozenTrial, int, float | None]]:
     """End every paused member COMPLETE at its interval; returns (trial, step, value) of each ended. Call under the
-    claim lock, once no worker will claim again (the time limit passed)."""
+    claim lock, once no worker will claim again (the time limit passed). The experiment store hears of each first: a
+    worker killed between the two writes would otherwise leave the store's run "paused" for a finished trial."""
     _, latest = population(study)
     chains = members(study.get_trials(deepcopy=False))
     ended = []
@@ -45,6 +49,9 @@ def end_paused_members(study: optuna.Study) -> list[tuple[FrozenTrial, int, floa
         storage.set_trial_user_attr(trial_id(newest), "best_checkpoint", str(checkpoint))
         storage.set_trial_user_attr(trial_id(newest), "best_step", step)
         storage.set_trial_user_attr(trial_id(newest), "ended_at_time_up", step)
+        kind = "completed" if state == TrialState.COMPLETE else "pruned"
+        message = f"time is up: ended at step {step} with the score of the checkpoint it holds ({value})"
+        record_event(spec, trial_run_id(study.study_name, newest.number), kind, message, {"step": step})
         if pause.end_paused_trial(study, trial_id(newest), state, value):
             ended.append((newest, step, value))
     return ended

@@ -177,9 +177,12 @@ def end_hopeless(
             continue
         checkpoint = pause.checkpoint_of(frozen)
         value = out.values.get(out.rung)
+        # The store first: a worker killed between the two left the store's run "paused" for a PRUNED trial
+        # (bench/chaos.py seed 714328). Under the claim lock no other process resumes it in between; one that found
+        # it no longer paused (failed as stale) writes its own event after this one.
+        _record_pruned(study, plan, frozen, value)
         if pause.end_paused_trial(study, trial_id(frozen), TrialState.PRUNED, value):
             ended.append(out.number)
-            _record_pruned(study, plan, frozen, value)
             if checkpoint is not None:
                 drop_checkpoints(checkpoint.parent, plan.output_dir)
     return ended

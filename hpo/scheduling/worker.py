@@ -532,13 +532,7 @@ def time_is_up(study: optuna.Study, config: WorkerConfig, lock_dir: Path) -> Non
     last trial paused, so the last one out judges every pause."""
     if PbtPlan.of(config.spec) is not None:
         with claim_lock(storage_of(study), study.study_name, lock_dir):
-            members = end_paused_members(study)
-        for trial, step, value in members:
-            kind = "completed" if value is not None else "pruned"
-            message = f"time is up: ended at step {step} with the score of the checkpoint it holds ({value})"
-            record_event(
-                config.spec, trial_run_id(study.study_name, trial.number), kind, message, {"step": step}
-            )
+            members = end_paused_members(study, config.spec)
         if members:
             logger.info(
                 "time is up: paused members %s end at their interval", [t.number for t, _, _ in members]

@@ -11,7 +11,7 @@ from study_task import write_study
 from hpo.scheduling import worker
 from hpo.scheduling.pbt import DECIDED, take_decisions
 from hpo.scheduling.pbt_population import Decision
-from hpo.scheduling.promotion import AshaPlan, _record_pruned
+from hpo.scheduling.promotion import AshaPlan, _record_pruned, end_hopeless
 from hpo.spec import load_study_spec
 from hpo.storage import pause
 from hpo.storage.study_db import open_study
@@ -95,3 +95,29 @@ def test_a_pbt_exploit_whose_source_checkpoint_is_gone_leaves_the_member_as_it_w
     take_decisions(study, latest, [Decision(1, 4, 0, {"learning_rate": 0.01}, {"learning_rate": 0.01})])
     member = study.get_trials(deepcopy=False)[1]
     assert member.system_attrs.get(DECIDED) == [4]  # decided: it goes on with its own model and values
+
+
+def test_the_store_hears_a_prune_before_the_database_ends_the_paused_trial(tmp_path, monkeypatch):
+    """A worker killed between ending a hopeless paused trial PRUNED in the database and writing its store event left
+    the store's run "paused" for a PRUNED trial (bench/chaos.py seed 714328: a kill_worker and a full disk)."""
+    spec, study = asha_study(tmp_path)
+    plan = AshaPlan.of(spec)
+    trials = [study.ask(), study.ask()]  # both first: ask() would take a paused (WAITING) trial
+    for trial, value in zip(trials, (0.9, 0.5), strict=True):  # eta 2: the second can never be promoted
+        checkpoint = tmp_path / "out" / f"trial-{trial.number}" / "checkpoint-4"
+        checkpoint.mkdir(parents=True)
+        pause.record_boundary(study, trial._trial_id, 4, value)
+        assert pause.pause_trial(study, trial._trial_id, step=4, checkpoint=str(checkpoint), value=value)
+    seen = []
+    real_end = pause.end_paused_trial
+
+    def end_paused_trial(study, trial_id, state, value):  # the moment a kill would leave the store behind
+        number = study._storage.get_trial(trial_id).number
+        with open_store(spec.store_url) as store:
+            seen.append((number, [e["kind"] for e in store.events(f"test/trial-{number}")]))
+        return real_end(study, trial_id, state, value)
+
+    monkeypatch.setattr(pause, "end_paused_trial", end_paused_trial)
+    assert end_hopeless(study, plan, None, time_up=True) == [1]
+    assert seen == [(1, ["pruned"])]
+    assert study.trials[1].state == TrialState.PRUNED
