@@ -35,6 +35,7 @@ from sqlalchemy.dialects import plugins as sqlalchemy_plugins
 from sqlalchemy.engine import CreateEnginePlugin, Engine
 
 from hpo.errors import ConfigError, HpoError
+from hpo.storage.sqlite_reads import ReadDeferredRDBStorage, only_reading
 from hpo.storage.urls import is_postgres_url, is_sqlite_url, redact, sqlite_path, with_postgres_driver
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -156,13 +157,15 @@ def _on_sqlite_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> No
 def _on_sqlite_begin(connection: Any) -> None:
     # While RDBStorage creates its tables it nests two connections in one thread; an IMMEDIATE begin there would wait
     # on itself. So deferred until `_make_immediate` marks the engine, after the storage is open.
-    immediate = getattr(connection.engine, "_hpo_begin_immediate", False)
+    # A transaction of a read-only storage method (hpo.storage.sqlite_reads) never writes: deferred, it waits on no one.
+    immediate = getattr(connection.engine, "_hpo_begin_immediate", False) and not only_reading()
     statement = "BEGIN IMMEDIATE" if immediate else "BEGIN"
     _with_lock_retries(lambda: connection.exec_driver_sql(statement))
 
 
 def _make_immediate(storage: RDBStorage) -> RDBStorage:
     storage.engine._hpo_begin_immediate = True  # type: ignore[attr-defined]
+    storage.__class__ = ReadDeferredRDBStorage  # opened as RDBStorage: its reads begin deferred from now on
     return storage
 
 

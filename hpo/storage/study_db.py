@@ -25,6 +25,7 @@ from hpo.spec import FieldProblem, StudySpec, metric_key
 from hpo.storage.best import best_complete_trial
 from hpo.storage.database import create_storage, dispose_connections, unwrap_rdb
 from hpo.storage.rung_sampler import RungTPESampler
+from hpo.storage.sqlite_reads import reading
 from hpo.storage.urls import redact, sqlite_path
 
 PAUSED_ATTR = "hpo:paused"  # the system attribute of a paused trial; hpo.storage.pause owns its meaning
@@ -337,7 +338,7 @@ def unbeaten_trial_ids(study: optuna.Study) -> list[int]:
         return []
     now = datetime.datetime.now()  # as Optuna stamps datetime_start: this client's local time
     found = []
-    with _create_scoped_session(backend.scoped_session) as session:
+    with reading(), _create_scoped_session(backend.scoped_session) as session:
         running = (
             session.query(rdb_models.TrialModel)
             .filter(rdb_models.TrialModel.study_id == study_id(study))
