@@ -485,6 +485,7 @@ def run_worker(config: WorkerConfig) -> int:
     status = status_file(config)
     gate = make_gate(config)
     chores = Chores(config, study)
+    asha_plan, pbt_plan = AshaPlan.of(config.spec), PbtPlan.of(config.spec)
     while stop.level == 0 and (config.deadline is None or time.time() < config.deadline):
         if gate is not None and not (decision := gate.decide(study, None)).start:
             # Claim nothing the GPU cannot take yet.
@@ -497,8 +498,8 @@ def run_worker(config: WorkerConfig) -> int:
             config.n_trials,
             lock_dir,
             retry_policy(config),
-            AshaPlan.of(config.spec),
-            PbtPlan.of(config.spec),
+            asha_plan,
+            pbt_plan,
         )
         if claimed is None:
             break
@@ -514,8 +515,10 @@ def run_worker(config: WorkerConfig) -> int:
             claimed.set_user_attr("error", f"{type(error).__name__}: {error}")
             study.tell(claimed, state=TrialState.FAIL)
             continue
-        finish(study, claimed, result, config)
-        chores.due = True
+        ended = finish(study, claimed, result, config)
+        # A PBT member that paused frees no checkpoint: members keep theirs until the study ends, and its own older
+        # ones went with the pause (hpo.scheduling.promotion.drop_older_checkpoints). A read of the study saved.
+        chores.due = chores.due or not (pbt_plan is not None and ended == "paused")
         _write_idle(status, config, "idle")
     if stop.level == 0 and config.deadline is not None and time.time() >= config.deadline:
         time_is_up(study, config, lock_dir)
@@ -568,6 +571,9 @@ def warm_up(spec: StudySpec) -> None:
     exists yet when the trials are forked. A task whose data() takes no parameters has its datasets loaded here once,
     not by every trial; a study with adapters has peft imported here."""
     torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
+    # The first torch.manual_seed looks for every kind of device (about 9 ms); each trial seeds before its model_init.
+    # Re-seeding with the seed torch drew at start-up leaves this process's generator as it was.
+    torch.manual_seed(torch.initial_seed())
     prepare_for_fork()  # what each trial's first Trainer would do once: annotations resolved, lazy imports done
     environment.package_versions()
     environment.git_commit()
