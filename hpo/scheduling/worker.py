@@ -1,6 +1,7 @@
 """The worker loop: one process per slot, started by `hpo.scheduling.pool` (for `hpo run` and `hpo worker`).
 
     main():                                    python -m hpo.scheduling.worker, a pickled WorkerConfig on stdin
+        warm_up_ahead()                        # torch's lazy imports, done while the scheduler still checks the study
         die with the pool; SIGTERM/SIGINT count up stop requests      (StopRequests: 1 = save and stop, 2 = now)
         study = open_worker_study()            # a storage with this worker's heartbeat; sampler seeded apart
         warm_up(); gc.freeze()                 # torch, the trial code (and a data() without parameters) loaded
@@ -563,20 +564,24 @@ class Chores:
             _after_trial(self.config, self.study)
 
 
-def warm_up(spec: StudySpec) -> None:
-    """Load, once, what every trial would otherwise load after its fork: what torch loads lazily on first use (building
-    an optimizer imports torch._dynamo: seconds; the first Trainer's own one-time work, `trainer.prepare_for_fork`),
-    the task's module, and the run row's package versions and git commit
-    (two git commands and a walk of site-packages: about 0.1 s a trial). No tensor work is done, so no thread pool
-    exists yet when the trials are forked. A task whose data() takes no parameters has its datasets loaded here once,
-    not by every trial; a study with adapters has peft imported here."""
+def warm_up_ahead() -> None:
+    """Load, once, what every trial would otherwise load after its fork and what needs no study: what torch loads lazily
+    on first use (building an optimizer imports torch._dynamo: about a second; the first `torch.manual_seed` looks for
+    every kind of device), the first Trainer's own one-time work (`trainer.prepare_for_fork`), and the run row's
+    package versions and git commit (two git commands and a walk of site-packages: about 0.1 s a trial). `main` runs it
+    before it reads its WorkerConfig, so it overlaps the scheduler's own imports and dry run instead of following
+    them. No tensor work is done, so no thread pool exists yet when the trials are forked."""
     torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
-    # The first torch.manual_seed looks for every kind of device (about 9 ms); each trial seeds before its model_init.
     # Re-seeding with the seed torch drew at start-up leaves this process's generator as it was.
     torch.manual_seed(torch.initial_seed())
     prepare_for_fork()  # what each trial's first Trainer would do once: annotations resolved, lazy imports done
     environment.package_versions()
     environment.git_commit()
+
+
+def warm_up(spec: StudySpec) -> None:
+    """What the study's own trials share, loaded once before the forks: a task module, and its datasets when its
+    data() takes no parameters (not loaded by every trial); peft for a study with adapters."""
     if spec.peft is not None:  # every trial wraps its model with peft (hpo.trial.adapter imports it on use)
         importlib.import_module("peft")
     try:
@@ -610,6 +615,7 @@ def _write_idle(path: Path | None, config: WorkerConfig, state: str, **fields: A
 
 
 def main() -> int:
+    warm_up_ahead()  # while the scheduler imports and checks the study; a worker not needed then only wasted this
     try:
         config: WorkerConfig = pickle.load(
             sys.stdin.buffer
