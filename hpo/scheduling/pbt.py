@@ -110,9 +110,12 @@ def pbt_pause_callback(
 
 
 # ---- the population from the database ---------------------------------------------------------------------------
-def population(study: optuna.Study) -> tuple[list[Member], dict[int, FrozenTrial]]:
-    """Each member's state, and its newest trial (the one that trains it and holds its lineage)."""
-    trials = study.get_trials(deepcopy=False)
+def population(
+    study: optuna.Study, trials: list[FrozenTrial] | None = None
+) -> tuple[list[Member], dict[int, FrozenTrial]]:
+    """Each member's state, and its newest trial (the one that trains it and holds its lineage). `trials`: the study's
+    trials read a moment ago, to read them once."""
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
     latest = latest_by_member(trials)
     states = []
     for number, chain in members(trials).items():
@@ -151,13 +154,19 @@ def held_checkpoint(trial: FrozenTrial, step: int) -> Path:
 
 def claim_pbt_work(study: optuna.Study, plan: PbtPlan, owner: dict[str, Any]) -> optuna.Trial | None:
     """The next member for a free slot, or None. Call under `claim_lock`."""
-    park_undecided_retries(study, plan)
-    queued = ask_queued(study)
-    if queued is not None:
-        adopt(study, trial_id(queued))
-        _own(queued, owner)
-        return queued
-    states, latest = population(study)
+    trials: list[FrozenTrial] | None = study.get_trials(deepcopy=False)
+    if any(t.state == TrialState.WAITING and not pause.is_paused(t) for t in trials or []):
+        # A retry (or an enqueued point) waits. Without one, as almost always, the steps below change nothing and
+        # the population is this same read: one read of the trials per claim, not three. A retry queued by a worker
+        # a moment after this read is claimed next time, as if it had come a moment later.
+        park_undecided_retries(study, plan)
+        queued = ask_queued(study)
+        if queued is not None:
+            adopt(study, trial_id(queued))
+            _own(queued, owner)
+            return queued
+        trials = None
+    states, latest = population(study, trials)
     for step in steps_to_decide(states, plan.scheduler.population):
         take_decisions(
             study,

@@ -88,7 +88,7 @@ from hpo.storage.study_db import (
     trial_id,
 )
 from hpo.tracking import environment
-from hpo.tracking.events import record_event, store_location
+from hpo.tracking.events import KeptOpenEvents, store_location
 from hpo.tracking.run_info import RunInfo, origin_attrs
 from hpo.tracking.store import trial_run_id
 from hpo.tracking.store_callback import record_origin
@@ -455,8 +455,15 @@ def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: Worke
     return "paused"
 
 
+_events: dict[str | None, KeptOpenEvents] = {}  # by store location: kept open for the worker's events
+
+
 def _event(config: WorkerConfig, number: int, kind: str, message: str, **data: Any) -> None:
-    record_event(config.spec, trial_run_id(config.spec.study.name, number), kind, message, data)
+    location = store_location(config.spec)
+    events = _events.get(location)
+    if events is None:
+        events = _events[location] = KeptOpenEvents(config.spec)
+    events.record(trial_run_id(config.spec.study.name, number), kind, message, data)
 
 
 def status_file(config: WorkerConfig) -> Path | None:

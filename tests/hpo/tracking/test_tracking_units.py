@@ -14,7 +14,7 @@ from hpo.export.weights import checkpoint_state_dict
 from hpo.spec import load_study_spec
 from hpo.tracking import RunInfo
 from hpo.tracking.environment import git_commit
-from hpo.tracking.events import record_event, store_location
+from hpo.tracking.events import KeptOpenEvents, record_event, store_location
 from hpo.tracking.store import open_store
 from hpo.tracking.wandb_callback import default_mode
 
@@ -35,6 +35,31 @@ def test_record_event_with_the_store_off_or_down_never_raises(tmp_path):
     assert record_event("postgresql://nobody:x@127.0.0.1:1/none", "test/trial-0", "failed") is False
     with pytest.raises(ValueError, match="unknown event kind"):
         record_event(tmp_path / "e.db", "test/trial-0", "finished")
+
+
+def test_kept_open_events_write_through_one_store_and_reopen_after_a_failure(tmp_path):
+    """A worker's events: one open store for many; a store whose connection went away costs one event, and the next
+    event opens it again."""
+    spec = load_study_spec(write_study(tmp_path, tracking={"store": True}))
+    events = KeptOpenEvents(spec)
+    assert events.record("test/trial-1", "paused", "paused at step 40", {"step": 40})
+    first = events._store
+    assert events.record("test/trial-2", "paused", "paused at step 80", {"step": 80})
+    assert events._store is first  # not opened again
+    first.close()  # the connection goes away under it
+    assert events.record("test/trial-1", "failed", "lost") is False
+    assert events.record("test/trial-2", "interrupted", "SIGINT") is True
+    assert events._store is not first
+    events.close()
+    store = open_store(spec.store_url)
+    assert store.run("test/trial-1")["status"] == "paused"  # the lost event was not written
+    assert store.run("test/trial-2")["status"] == "interrupted"
+    assert (
+        KeptOpenEvents(load_study_spec(write_study(tmp_path / "off", tracking={"store": False}))).record(
+            "test/trial-0", "failed"
+        )
+        is False
+    )
 
 
 def test_run_info_ids():
