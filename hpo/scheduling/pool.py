@@ -40,7 +40,13 @@ from hpo.scheduling.worker import WorkerConfig
 from hpo.spec import StudySpec
 from hpo.storage.retry import requeue_stale_trials
 from hpo.storage.stopped import describe_stop, finished_numbers
-from hpo.storage.study_db import remaining_trials, shared_storage_url, study_is_complete
+from hpo.storage.study_db import (
+    remaining_trials,
+    shared_storage_url,
+    started_trial_count,
+    storage_of,
+    study_is_complete,
+)
 
 STOP_GRACE_S = 30.0  # after a first Ctrl-C, how long trials may take to reach a step boundary and save
 MAX_RESTARTS = 3  # per slot, for workers that died (SIGKILL, out of memory)
@@ -70,7 +76,10 @@ def run_trials(
     if study_is_complete(study, n_trials):
         return  # workers (each imports torch) would start only to find nothing to claim: seconds for nothing
     slots = _slots_needed(slots, study, n_trials)
-    pool = WorkerPool(spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory, ahead)
+    started_before = started_trial_count(storage_of(study), spec.study.name)
+    pool = WorkerPool(
+        spec, shared_storage_url(spec, study), slots, n_trials, timeout, gpu_memory, ahead, started_before
+    )
     # A dead worker's trial is this host's, its owner gone: failed and queued again now, for the next claim.
     pool.on_death = lambda: requeue_stale_trials(study, spec)
     finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
@@ -108,8 +117,11 @@ class WorkerPool:
         timeout: float | None,
         gpu_memory: MemoryReader | None = None,
         ahead: StartedAhead | None = None,
+        started_before: int | None = None,
     ) -> None:
         self.spec, self.url, self.slots, self.n_trials = spec, url, slots, n_trials
+        # Counted once, for every worker's first start: their seeds then do not depend on which opened the study first.
+        self.started_before = started_before
         self.gpu_memory, self.ahead = gpu_memory, ahead
         self.deadline = None if timeout is None else time.time() + timeout
         self.status_dir = status_dir(spec)
@@ -144,6 +156,8 @@ class WorkerPool:
             status_dir=self.status_dir,
             parent_pid=os.getpid(),
             gpu_memory=self.gpu_memory,
+            # a restarted worker counts again: its first life's trials have started, so it draws new points
+            started_before=None if slot.index in self.restarts else self.started_before,
         )
         process = self.ahead.take(slot, self.log_dir) if self.ahead is not None else None
         if process is None:

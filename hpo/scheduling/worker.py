@@ -114,6 +114,9 @@ class WorkerConfig:
     parent_pid: int | None = None
     # GPU index -> NVML-shaped figures, for a shared GPU; None: HPO_GPU_MEMORY_READER, else NVML.
     gpu_memory: MemoryReader | None = None
+    started_before: int | None = (
+        None  # trials started before this run: the seed offset (study_db.open_worker_study)
+    )
 
 
 class StopRequests:
@@ -486,6 +489,7 @@ def run_worker(config: WorkerConfig) -> int:
         worker_index=config.worker_index,
         heartbeat_interval=resources.heartbeat_interval,
         grace_period=resources.grace_period,
+        started_before=config.started_before,
     )
     warm_up(config.spec)
     gc.freeze()  # the warm imports: forked trials neither copy them on write nor walk them in gc.collect()

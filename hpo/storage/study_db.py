@@ -109,11 +109,20 @@ def open_study(spec: StudySpec, *, storage: str | None = None, worker_index: int
 
 
 def open_worker_study(
-    spec: StudySpec, url: str, *, worker_index: int, heartbeat_interval: float, grace_period: float
+    spec: StudySpec,
+    url: str,
+    *,
+    worker_index: int,
+    heartbeat_interval: float,
+    grace_period: float,
+    started_before: int | None = None,
 ) -> optuna.Study:
-    """The study on a storage with this worker's heartbeat; the sampler seeded apart from other workers'."""
+    """The study on a storage with this worker's heartbeat; the sampler seeded apart from other workers'.
+    `started_before`: the trials started before this run, counted once by the process that started the workers, so
+    that a worker's seed does not depend on whether another worker had started a trial when it opened the study (a
+    fresh run then draws the same points run after run); None counts them now (a restarted worker, `hpo worker`)."""
     storage = create_storage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
-    existing = started_trial_count(storage, spec.study.name)
+    existing = started_trial_count(storage, spec.study.name) if started_before is None else started_before
     return optuna.load_study(
         study_name=spec.study.name,
         storage=storage,

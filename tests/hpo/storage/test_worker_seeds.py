@@ -50,3 +50,30 @@ def test_workers_and_a_continued_run_draw_other_points(tmp_path: Path) -> None:
     continued = open_worker_study(spec, url, worker_index=0, heartbeat_interval=10, grace_period=30)
     rates.append(drawn_rate(continued))  # 3 trials have started: its seed moved on
     assert len(set(rates)) == 3, rates
+
+
+def test_a_workers_seed_does_not_depend_on_when_it_opened_the_study(tmp_path: Path) -> None:
+    """`hpo run` counts the started trials once for all its workers: worker 1 draws the same points whether it opened
+    the study before or after worker 0 started the enqueued point (it used to draw others when it came late, so a
+    fresh run's points changed from run to run)."""
+    spec = spec_with_one_enqueued_point(tmp_path)
+    open_study(spec)
+    url = str(spec.storage)
+
+    def worker(index: int, started_before: int | None) -> optuna.Study:
+        return open_worker_study(
+            spec,
+            url,
+            worker_index=index,
+            heartbeat_interval=10,
+            grace_period=30,
+            started_before=started_before,
+        )
+
+    early = worker(1, started_before=0)
+    worker(0, started_before=0).ask()  # worker 0 starts the enqueued point
+    late = worker(1, started_before=0)
+    counted_late = worker(1, started_before=None)  # a restarted worker counts now: trial 0 has started
+    rates = [drawn_rate(early), drawn_rate(late), drawn_rate(counted_late)]
+    assert rates[0] == rates[1]
+    assert rates[2] != rates[0]
