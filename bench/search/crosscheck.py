@@ -36,6 +36,7 @@ from bench.search.methods import Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS, Problem  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import simulate  # noqa: E402
+from hpo.scheduling.asha import rung_levels  # noqa: E402
 from hpo.spec import load_study_spec  # noqa: E402
 from hpo.storage.study_db import load_existing_study  # noqa: E402
 from hpo.study import run_study  # noqa: E402
@@ -43,7 +44,9 @@ from hpo.study import run_study  # noqa: E402
 
 def study_section(method: Method, problem: Problem) -> dict[str, Any]:
     if method.asha:
-        levels = problem.asha_levels
+        levels = method.levels or problem.asha_levels
+        # hpo lays its rungs out from min_resource alone: they must be the levels the simulator pauses at
+        assert rung_levels(levels[0], problem.steps, problem.eta) == list(levels), (levels, problem.name)
         return {
             "scheduler": {
                 "type": "asha",
@@ -55,7 +58,8 @@ def study_section(method: Method, problem: Problem) -> dict[str, Any]:
                 "promote_underfilled": method.underfilled,
             }
         }
-    return {"pruner": method.pruner} if method.pruner else {}
+    # No pruner said explicitly: a study file without one gets hpo's median pruner, the simulator's method none.
+    return {"pruner": method.pruner or {"type": "none"}}
 
 
 def study_name(method: Method) -> str:

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.search.problems import PROBLEMS, Problem  # noqa: E402
 from hpo.spec import StudySpec, load_study_spec, metric_key  # noqa: E402
+from hpo.trial.adapter import wrap_model  # noqa: E402
 from hpo.trial.run import trial_arguments  # noqa: E402
 from hpo.trial.space import sample_params  # noqa: E402
 from trainer import PrinterCallback, ProgressCallback, Trainer, TrainerCallback, set_seed  # noqa: E402
@@ -70,16 +71,18 @@ class CurveRecorder(TrainerCallback):
 
 
 def train_one(
-    spec: StudySpec, params: dict[str, Any], number: int, folder: Path, datasets: tuple
+    spec: StudySpec, problem: Problem, params: dict[str, Any], number: int, folder: Path, datasets: tuple
 ) -> CurveRecorder:
     """As hpo.trial.run._train_and_score, without Optuna, pruning, tracking or checkpoints."""
     task = spec.task.resolve()
     training, model_params = spec.split_params(params)
-    args = trial_arguments(spec, folder / f"trial-{number}", number, {**training, "save_strategy": "no"})
+    overrides = {**problem.training, **training, "save_strategy": "no"}
+    args = trial_arguments(spec, folder / f"trial-{number}", number, overrides)
 
     def model_init():
         set_seed(args.seed)  # as a trial: every configuration starts from the initialisation its seed gives
-        return task.model_init(dict(model_params))
+        model = task.model_init(dict(model_params))
+        return model if spec.peft is None else wrap_model(model, spec.peft, spec.peft_params(params))
 
     recorder = CurveRecorder()
     set_seed(args.seed)
@@ -160,7 +163,8 @@ def record(problem: Problem, out: Path, limit: int | None, resume: bool) -> dict
         spent = previous["conditions"]["recording_wall_s"]
         assert [c["params"] for c in done] == points[: len(done)], "--resume: another draw of configurations"
     started = time.perf_counter() - spent
-    datasets = spec.task.resolve().data()  # a data() without parameters: loaded once, as a worker does
+    # Loaded once, as a worker does for a data() whose parameters are not searched: the file's `model:` section.
+    datasets = spec.task.resolve().data(dict(spec.model))
     header = {
         "problem": problem.name,
         "study": str(problem.study.relative_to(problem.study.parents[1])),
@@ -172,7 +176,7 @@ def record(problem: Problem, out: Path, limit: int | None, resume: bool) -> dict
     }
     with tempfile.TemporaryDirectory() as folder:
         for number in range(len(done), len(points)):
-            recorder = train_one(spec, points[number], number, Path(folder), datasets)
+            recorder = train_one(spec, problem, points[number], number, Path(folder), datasets)
             done.append(curve_entry(points[number], recorder, problem, metrics))
             if len(done) % SAVE_EVERY == 0 or len(done) == len(points):
                 payload = {**header, "conditions": conditions(problem, started), "configurations": done}

@@ -136,7 +136,7 @@ class Simulation:
             params
         ) in enqueue:  # as a study file's `enqueue:`: asked before the sampler draws (hpo: ask_queued)
             self.studies[0].enqueue_trial(dict(params))
-        self.levels = list(recording.problem.asha_levels)
+        self.levels = list(method.levels or recording.problem.asha_levels)
         # (time, sequence, worker, trial): the end of the trial's next evaluation; trial None: the worker is free
         # (a pause's save and exit are done), so it claims work at that moment, with the rung tables of that moment.
         self.events: list[tuple[float, int, int, SimTrial | None]] = []

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from test_spec_study import problem, study
 
+from hpo.scheduling.asha import rung_levels
 from hpo.spec import parse_study_spec
 
 ASHA = {"type": "asha", "min_resource": 1, "reduction_factor": 3}
@@ -28,6 +29,31 @@ def test_max_resource_sets_the_training_length():
     spec = parse_study_spec(data)
     assert spec.training["max_steps"] == 27  # the lr schedule is laid out for the full length from the start
     assert spec.training_arguments("out").max_steps == 27
+
+
+@pytest.mark.parametrize(
+    ("resource", "length", "eta", "levels"),
+    [
+        ("steps", 900, 3, [300]),
+        ("epochs", 20, 3, [7]),
+        ("steps", 48, 3, [16]),
+        ("steps", 10, 2, [5]),
+        ("epochs", 2, 3, [1]),
+    ],
+)
+def test_without_min_resource_one_rung_at_a_third_of_the_length(resource, length, eta, levels):
+    scheduler = {"type": "asha", "resource": resource, "max_resource": length, "reduction_factor": eta}
+    data = study(**{"study.scheduler": scheduler, "training.num_train_epochs": None})
+    settled = parse_study_spec(data).study.scheduler
+    assert rung_levels(settled.min_resource, settled.max_resource, settled.reduction_factor) == levels
+
+
+def test_a_one_epoch_training_is_refused_with_the_fix():
+    data = study(
+        **{"study.scheduler": {"type": "asha", "resource": "epochs"}, "training.num_train_epochs": 1}
+    )
+    found, message = problem(data)
+    assert found == "study.scheduler.max_resource" and "resource: steps" in message
 
 
 @pytest.mark.parametrize(

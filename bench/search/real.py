@@ -1,0 +1,212 @@
+"""Methods run for real (`hpo run`, not simulated) on a recorded problem's study, a few seeds each, judged as the
+simulator judges them, with the simulated figures of the same method and seed beside them.
+
+    python bench/search/real.py --problem digits --methods random,tpe,mftpe+asha-underfilled --seeds 3   # ~5 min
+    python bench/search/real.py --problem minilm-lora --seeds 3                                           # ~25 min
+
+Each run is the problem's study file with the method's sections (sampler and its seed, pruner or ASHA scheduler, as
+`bench/search/methods.py` builds them for the simulator), the problem's training overrides, its workers, no
+`enqueue:` point (the simulator starts from none either), and a time limit: the problem's wall budget
+(`simulate.budget_of`) plus what `hpo run` takes to start its first trial. Seeds and methods are interleaved (seed 0
+of every method, then seed 1, ...) so that the machine's load falls on all of them alike. Time counts from the first
+trial's start, as the simulated clock does (hpo's own start-up is issue 26's gap, not the search's); every evaluation
+of every trial counts toward the best-so-far, from the experiment store's timestamps. Run it on a quiet machine: the
+recording's segment times are a quiet machine's, and a loaded one stretches every real figure.
+
+What it must show (issue 23): the direction of the simulated verdict (which method reaches the targets first)
+holds for real. Three seeds cannot rank methods whose spreads overlap; the simulator's 30 can.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.asha import evaluations  # noqa: E402
+from bench.search.crosscheck import study_section  # noqa: E402
+from bench.search.figures import FRACTIONS, QUANTILES, run_figures  # noqa: E402
+from bench.search.methods import HPO_METHOD, Method, methods_for  # noqa: E402
+from bench.search.problems import PROBLEMS, Problem  # noqa: E402
+from bench.search.record import train_one  # noqa: E402
+from bench.search.recording import Recording, load  # noqa: E402
+from bench.search.simulate import Outcome, budget_of, simulate  # noqa: E402
+from hpo.spec import load_study_spec  # noqa: E402
+from hpo.storage.study_db import load_existing_study  # noqa: E402
+from hpo.study import run_study  # noqa: E402
+
+START_ALLOWANCE_S = (
+    8.0  # hpo run's imports, dry run and workers' start, before the first trial: not in the budget
+)
+DEFAULT_METHODS = f"random,tpe,tpe+sh,{HPO_METHOD}"
+
+
+def speed_factor(recording: Recording) -> float:
+    """This machine's time for the recording's median-cost configuration over the recorded time (train_one: the
+    recording's own code path, one thread). A real run's budget is the simulated one times this, and its times are
+    divided by it, so that a machine faster or slower than the recording's is judged on the same amount of work."""
+    problem = recording.problem
+    costs = recording.full_trial_s()
+    index = sorted(range(len(costs)), key=lambda i: costs[i])[len(costs) // 2]
+    spec = load_study_spec(problem.study)
+    datasets = spec.task.resolve().data(dict(spec.model))
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(
+            2
+        ):  # the first pays one-time costs (lazy imports, allocator warm-up) that a worker pays once
+            recorder = train_one(spec, problem, recording.curves[index].params, 0, Path(folder), datasets)
+    assert recorder.began is not None
+    measured = recorder.evaluations[-1][1] - recorder.created
+    return measured / float(costs[index])
+
+
+def sampler_section(method: Method, problem: Problem, seed: int) -> dict[str, Any]:
+    """The sampler `Method.sampler_for` builds in the simulator, as a study file says it (hpo run seeds the workers
+    apart from it the same way)."""
+    if method.sampler == "random":
+        return {"type": "random", "seed": seed}
+    section = yaml.safe_load(problem.study.read_text())["study"].get("sampler", {"type": "tpe"})
+    return {**section, "seed": seed, "multi_fidelity": method.multi_fidelity}
+
+
+def write_study(problem: Problem, method: Method, seed: int, folder: Path, budget_s: float) -> Path:
+    data = yaml.safe_load(problem.study.read_text())
+    study = {
+        k: v for k, v in data["study"].items() if k not in ("pruner", "scheduler", "enqueue", "n_trials")
+    }
+    study.update(
+        name=f"real_{method.name.replace('+', '_')}_{seed}",
+        output_dir=str(folder / "study"),
+        timeout=round(float(budget_s) + START_ALLOWANCE_S, 1),
+        sampler=sampler_section(method, problem, seed),
+        **study_section(method, problem),
+    )
+    data["study"] = study
+    data["training"] = {**data.get("training", {}), **problem.training}
+    data["resources"] = {**data.get("resources", {}), "workers": problem.workers}
+    data["tracking"] = {"store": True}  # every evaluation with its time
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def real_outcome(path: Path) -> Outcome:
+    """The run's evaluations as the simulator's Outcome: (seconds since the first trial started, value)."""
+    run_study(path, dry_run=False)
+    spec = load_study_spec(path)
+    trials = load_existing_study(spec).get_trials(deepcopy=False)
+    first = min(t.datetime_start.timestamp() for t in trials if t.datetime_start)
+    trace = [(at - first, value) for at, value in sorted(evaluations(spec))]
+    outcome = Outcome(trace=trace)
+    outcome.started = [t.number for t in trials]
+    return outcome
+
+
+def figures_row(outcome: Outcome, recording: Recording, budget_s: float, trials: int) -> dict[str, float]:
+    targets = {q: recording.target(q) for q in QUANTILES}
+    figures = run_figures(outcome, targets, budget_s, recording.maximize)
+    row = {f"to_q{round(q * 100)}_s": figures.to_target[q] for q in QUANTILES}
+    row |= {f"best_at_{f:g}": figures.best_at[f] for f in FRACTIONS}
+    row["trials"] = trials
+    return row
+
+
+def one_seed(
+    recording: Recording, method: Method, seed: int, budget_s: float, factor: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    folder = Path(tempfile.mkdtemp(prefix="search-real-"))
+    try:
+        real = real_outcome(write_study(recording.problem, method, seed, folder, budget_s * factor))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    real.trace = [(at / factor, value) for at, value in real.trace]  # in the recording's seconds
+    simulated = simulate(recording, method, seed, budget_s=budget_s)
+    return (
+        figures_row(real, recording, budget_s, len(real.started)),
+        figures_row(simulated, recording, budget_s, len(simulated.trials)),
+    )
+
+
+def median(values: list[float]) -> float:
+    return statistics.median_low(
+        values
+    )  # inf (not reached) sorts last: a finite median needs most seeds to reach
+
+
+def show(value: float, key: str) -> str:
+    if math.isinf(value):
+        return "-"
+    return f"{value:.4f}" if key.startswith("best") else f"{value:.1f}"
+
+
+def report(rows: dict[str, list[tuple[dict, dict]]], recording: Recording) -> list[str]:
+    keys = [f"to_q{round(q * 100)}_s" for q in QUANTILES] + ["best_at_0.5", "best_at_1", "trials"]
+    targets = ", ".join(f"q{round(q * 100)} {recording.target(q):.4f}" for q in QUANTILES)
+    lines = [
+        f"targets: {targets}; each cell: real (simulated), median over seeds; '-': not reached on most seeds"
+    ]
+    lines.append("| method | " + " | ".join(keys) + " |")
+    lines.append("|" + "---|" * (len(keys) + 1))
+    for name, pairs in rows.items():
+        cells = []
+        for key in keys:
+            real = median([r[key] for r, _ in pairs])
+            simulated = median([s[key] for _, s in pairs])
+            cells.append(f"{show(real, key)} ({show(simulated, key)})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--problem", default="digits", choices=sorted(PROBLEMS))
+    parser.add_argument(
+        "--methods", default=DEFAULT_METHODS, help="comma-separated names (bench/search/methods.py)"
+    )
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="every run's figures, real and simulated")
+    options = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    recording = load(PROBLEMS[options.problem])
+    known = {m.name: m for m in methods_for(recording.problem)}
+    methods = [known[name] for name in options.methods.split(",")]
+    budget_s = budget_of(recording)
+    factor = speed_factor(recording)
+    print(
+        f"{options.problem}: budget {budget_s:.1f} s of the recording's time, {budget_s * factor:.1f} s here (this "
+        f"machine takes {factor:.2f}x the recorded time), {recording.problem.workers} workers, "
+        f"seeds 0-{options.seeds - 1}; real times below are in the recording's seconds"
+    )
+    rows: dict[str, list[tuple[dict, dict]]] = {m.name: [] for m in methods}
+    started = time.time()
+    for seed in range(options.seeds):
+        for method in methods:
+            real, simulated = one_seed(recording, method, seed, budget_s, factor)
+            rows[method.name].append((real, simulated))
+            print(f"seed {seed} {method.name}: real {real}; simulated {simulated}", flush=True)
+    print("\n".join(report(rows, recording)))
+    print(f"{time.time() - started:.0f} s in all")
+    if options.json:
+        options.json.write_text(json.dumps(rows, default=str))
+
+
+if __name__ == "__main__":
+    main()

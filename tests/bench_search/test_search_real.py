@@ -1,0 +1,37 @@
+"""bench/search/real.py runs a method for real: the study file it writes must be the method the simulator runs (the
+same sampler and seed on every worker, the same pruner or ASHA rule, the problem's training overrides), with a time
+limit instead of n_trials."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.search.methods import methods_for
+from bench.search.problems import PROBLEMS
+from bench.search.real import START_ALLOWANCE_S, write_study
+from hpo.spec import load_study_spec
+from hpo.storage.study_db import build_sampler, seed_offset
+
+
+@pytest.mark.parametrize("problem_name", ["digits", "minilm-lora"])
+def test_the_written_study_runs_the_simulated_method(problem_name, tmp_path):
+    problem = PROBLEMS[problem_name]
+    spec_of_file = load_study_spec(problem.study)
+    for method in methods_for(problem):
+        path = write_study(problem, method, 7, tmp_path / method.name, budget_s=20.0)
+        spec = load_study_spec(path)  # validates as `hpo run` would
+        for worker in range(problem.workers):
+            ours = build_sampler(spec, seed_offset=seed_offset(worker, 0))
+            simulated = method.sampler_for(spec_of_file, 7, worker)
+            assert type(ours) is type(simulated), method.name
+            assert ours._rng.rng.randint(1 << 30) == simulated._rng.rng.randint(1 << 30), method.name
+        scheduler, pruner = spec.study.scheduler, spec.study.pruner
+        if method.asha:
+            assert scheduler is not None and scheduler.type == "asha" and not (pruner and pruner.enabled)
+            assert scheduler.promote_underfilled == method.underfilled
+        else:
+            assert scheduler is None
+            assert pruner is not None and pruner.type == (method.pruner or {"type": "none"})["type"]
+        assert spec.study.n_trials is None and spec.study.timeout == 20.0 + START_ALLOWANCE_S
+        assert spec.study.enqueue == []
+        assert {**spec_of_file.training, **problem.training}.items() <= spec.training.items()
