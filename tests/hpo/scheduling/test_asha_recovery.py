@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from optuna.trial import TrialState
@@ -64,6 +65,12 @@ def check_disk(folder, seen: dict[int, int]) -> None:
                 )
                 seen[trial.number] = seen.get(trial.number, 0) + 1
         elif trial.state == TrialState.PRUNED:
+            # The database says PRUNED first and the checkpoints go right after (the other order would leave a paused
+            # trial without its checkpoint after a crash): a read between the two sees both. They must go soon after.
+            deadline = time.monotonic() + 10
+            while held and time.monotonic() < deadline:
+                time.sleep(0.1)
+                held = checkpoints_in(run_dir)
             assert held == [], (trial.number, held)
 
 
