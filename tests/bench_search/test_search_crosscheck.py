@@ -13,7 +13,9 @@ from bench.search.problems import ROOT
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["tpe+asha", "mftpe+asha-underfilled", "tpe+hyperband"])
+@pytest.mark.parametrize(
+    "method", ["tpe+asha", "mftpe+asha-underfilled", "mftpe+asha-one-rung", "tpe+hyperband"]
+)
 def test_a_real_hpo_run_takes_the_simulators_decisions(method, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
