@@ -120,6 +120,25 @@ def test_the_first_trial_goes_on_at_once_under_the_default_rule(tmp_path):
     assert first.system_attrs.get(pause.RESUMED_AT) or first.user_attrs.get("pruned_step") == 4
 
 
+def test_without_min_resource_every_trial_is_judged_once_at_a_third_of_its_length(tmp_path):
+    # `scheduler: {type: asha}` with the length from training.max_steps (15, eta 3): one rung, at step 5. Every
+    # trial reports there and nowhere else; the ones not promoted end PRUNED at step 5, the others run to 15.
+    scheduler = {"type": "asha"}
+    run_study(
+        asha_study(tmp_path, n_trials=6, study={"scheduler": scheduler}, training={"max_steps": 15}),
+        workers=1,
+        dry_run=False,
+    )
+    found = trials(tmp_path)
+    assert len(found) == 6 and {t.state for t in found} == {TrialState.COMPLETE, TrialState.PRUNED}
+    for trial in found:
+        assert sorted(pause.boundaries(trial)) == [5]
+        if trial.state == TrialState.PRUNED:
+            assert trial.user_attrs["pruned_step"] == 5
+        else:
+            assert trial.user_attrs["global_step"] == 15
+
+
 def test_tpe_under_asha_learns_from_paused_trials_in_a_real_run(tmp_path):
     # The study file's TPE becomes the multi-fidelity TPE (hpo.storage.rung_sampler) under ASHA: past its start-up
     # trials it models the rung values of paused trials, in the worker, on the study's SQLite file.
