@@ -12,6 +12,7 @@ Targets are the 90th, 95th and 99th percentiles of the recorded configurations' 
 hpo's default (HPO_METHOD in methods.py) against the best peer (PEERS) on each figure. The JSON (every seed's figures) goes to --json.
 
     python bench/search/run.py --synetune-python .venv-syne/bin/python   # adds Syne Tune's schedulers as peers
+    python bench/search/run.py --ray-python .venv-ray/bin/python         # adds Ray Tune's ASHA (bench/search/peer_ray.py)
 
 `--synetune-python` runs bench/search/peer_synetune.py in that interpreter (Syne Tune's own environment) for each
 problem: Syne Tune's promotion and stop-type ASHA and MOBSTER in Syne Tune's simulator on the same recording, budget,
@@ -141,6 +142,11 @@ def main() -> None:
         "--synetune-model-seeds", type=int, help="seeds for MOBSTER and Hyper-Tune (default: --seeds)"
     )
     parser.add_argument(
+        "--ray-python",
+        type=Path,
+        help="Ray's interpreter: add Ray Tune's ASHA as a peer (bench/search/peer_ray.py)",
+    )
+    parser.add_argument(
         "--json", type=Path, help="default: runs/bench_search_<problem>.json (one problem only)"
     )
     options = parser.parse_args()
@@ -184,7 +190,11 @@ def run_problem(name: str, options: argparse.Namespace, out: Path) -> None:
     if options.synetune_python:
         synetune = synetune_runs(recording, options, seeds, budget_s, costs)
         per_seed |= synetune
-        peers = (*PEERS, *synetune)
+        peers = (*peers, *synetune)
+    if options.ray_python:
+        ray = ray_runs(recording, options, seeds, budget_s, costs)
+        per_seed |= ray
+        peers = (*peers, *ray)
     summaries = {m: summarise(runs) for m, runs in per_seed.items()}
     print(table(summaries))
     if HPO_METHOD in summaries and summaries.keys() & set(peers):
@@ -223,7 +233,6 @@ def synetune_runs(
     """peer_synetune.py in Syne Tune's interpreter, on this problem's recording, budget, workers, rungs and costs;
     each seed's trace (evaluations after the budget left out, as our simulator stops there) judged by run_figures."""
     problem = recording.problem
-    targets = {q: recording.target(q) for q in QUANTILES}
     space = {name: param.model_dump(exclude_none=True) for name, param in recording.space.items()}
     names = options.synetune_schedulers.split(",")
     groups = [
@@ -254,22 +263,53 @@ def synetune_runs(
         done = subprocess.run(command, check=True, capture_output=True, text=True)
         print(f"Syne Tune {', '.join(group)}: {group_seeds} seeds in {time.perf_counter() - started:.1f} s")
         for name, runs in json.loads(done.stdout).items():
-            out[SYNETUNE[name]] = [
-                run_figures(
-                    PeerOutcome(
-                        trace=[(t, v) for t, v in run["trace"] if t <= budget_s],
-                        busy_s=run["busy_s"],
-                        trials=list(range(run["trials"])),
-                        resumes=run["resumes"],
-                        trial_steps=run["evaluations"],
-                    ),  # type: ignore[arg-type]
-                    targets,
-                    budget_s,
-                    recording.maximize,
-                )
-                for run in runs
-            ]
+            out[SYNETUNE[name]] = peer_figures(runs, recording, budget_s)
     return out
+
+
+def peer_figures(runs: list[dict[str, Any]], recording: Recording, budget_s: float) -> list[RunFigures]:
+    """A peer's JSON runs judged by run_figures (evaluations after the budget left out, as our simulator stops there)."""
+    targets = {q: recording.target(q) for q in QUANTILES}
+    return [
+        run_figures(
+            PeerOutcome(
+                trace=[(t, v) for t, v in run["trace"] if t <= budget_s],
+                busy_s=run["busy_s"],
+                trials=list(range(run["trials"])),
+                resumes=run["resumes"],
+                trial_steps=run["evaluations"],
+            ),  # type: ignore[arg-type]
+            targets,
+            budget_s,
+            recording.maximize,
+        )
+        for run in runs
+    ]
+
+
+def ray_runs(
+    recording: Recording, options: argparse.Namespace, seeds: int, budget_s: float, costs: Costs
+) -> dict[str, list[RunFigures]]:
+    """peer_ray.py in Ray's interpreter: Ray Tune's ASHAScheduler at our paper-style ASHA's rungs, random search."""
+    problem = recording.problem
+    space = {name: param.model_dump(exclude_none=True) for name, param in recording.space.items()}
+    command = [
+        str(options.ray_python),
+        str(Path(__file__).resolve().parent / "peer_ray.py"),
+        f"--data={problem.data_file}",
+        f"--space={json.dumps(space)}",
+        f"--metric={recording.metric}",
+        f"--workers={problem.workers}",
+        f"--budget-s={budget_s}",
+        f"--grace={problem.asha_levels[0] // problem.eval_every}",
+        f"--eta={problem.eta}",
+        f"--start-s={costs.start_s}",
+        f"--seeds={seeds}",
+    ]
+    started = time.perf_counter()
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    print(f"Ray Tune ASHA: {seeds} seeds in {time.perf_counter() - started:.1f} s")
+    return {"Ray Tune ASHA": peer_figures(json.loads(done.stdout)["ray-asha"], recording, budget_s)}
 
 
 if __name__ == "__main__":
