@@ -233,7 +233,6 @@ def synetune_runs(
     """peer_synetune.py in Syne Tune's interpreter, on this problem's recording, budget, workers, rungs and costs;
     each seed's trace (evaluations after the budget left out, as our simulator stops there) judged by run_figures."""
     problem = recording.problem
-    space = {name: param.model_dump(exclude_none=True) for name, param in recording.space.items()}
     names = options.synetune_schedulers.split(",")
     groups = [
         ([n for n in names if n not in SYNETUNE_MODEL_BASED], seeds),
@@ -244,13 +243,7 @@ def synetune_runs(
         if not group:
             continue
         command = [
-            str(options.synetune_python),
-            str(Path(__file__).resolve().parent / "peer_synetune.py"),
-            f"--data={problem.data_file}",
-            f"--space={json.dumps(space)}",
-            f"--metric={recording.metric}",
-            f"--workers={problem.workers}",
-            f"--budget-s={budget_s}",
+            *peer_command(options.synetune_python, "peer_synetune.py", recording, budget_s),
             "--rungs=" + ",".join(str(level // problem.eval_every) for level in problem.asha_levels),
             f"--start-s={costs.start_s}",
             f"--pause-s={costs.pause_s}",
@@ -265,6 +258,22 @@ def synetune_runs(
         for name, runs in json.loads(done.stdout).items():
             out[SYNETUNE[name]] = peer_figures(runs, recording, budget_s)
     return out
+
+
+def peer_command(python: Path, script: str, recording: Recording, budget_s: float) -> list[str]:
+    """A peer script in its own interpreter, with what every peer needs: the recording, the study's space as JSON, the
+    metric, the workers and the budget."""
+    problem = recording.problem
+    space = {name: param.model_dump(exclude_none=True) for name, param in recording.space.items()}
+    return [
+        str(python),
+        str(Path(__file__).resolve().parent / script),
+        f"--data={problem.data_file}",
+        f"--space={json.dumps(space)}",
+        f"--metric={recording.metric}",
+        f"--workers={problem.workers}",
+        f"--budget-s={budget_s}",
+    ]
 
 
 def peer_figures(runs: list[dict[str, Any]], recording: Recording, budget_s: float) -> list[RunFigures]:
@@ -292,15 +301,8 @@ def ray_runs(
 ) -> dict[str, list[RunFigures]]:
     """peer_ray.py in Ray's interpreter: Ray Tune's ASHAScheduler at our paper-style ASHA's rungs, random search."""
     problem = recording.problem
-    space = {name: param.model_dump(exclude_none=True) for name, param in recording.space.items()}
     command = [
-        str(options.ray_python),
-        str(Path(__file__).resolve().parent / "peer_ray.py"),
-        f"--data={problem.data_file}",
-        f"--space={json.dumps(space)}",
-        f"--metric={recording.metric}",
-        f"--workers={problem.workers}",
-        f"--budget-s={budget_s}",
+        *peer_command(options.ray_python, "peer_ray.py", recording, budget_s),
         f"--grace={problem.asha_levels[0] // problem.eval_every}",
         f"--eta={problem.eta}",
         f"--start-s={costs.start_s}",
