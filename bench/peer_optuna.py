@@ -104,12 +104,31 @@ def make_study(storage: str, seed: int, problem: str = "digits") -> optuna.Study
     )
 
 
+def wait_for_the_enqueued_trial(study: optuna.Study, limit_s: float = 120.0) -> None:
+    """Start asking only once the first process has taken the enqueued trial. On SQLite, Optuna's pop of a WAITING
+    trial is not atomic (its `SELECT ... FOR UPDATE` is a plain SELECT there), so two processes starting together can
+    both run the enqueued point and the second then fails with "Cannot tell a COMPLETE trial"."""
+    deadline = time.monotonic() + limit_s
+    while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
 def worker(
-    storage: str, seed: int, trials: int, epochs: int, events: str | None, problem: str = "digits"
+    storage: str,
+    seed: int,
+    trials: int,
+    epochs: int,
+    events: str | None,
+    problem: str = "digits",
+    first_seed: int | None = None,
 ) -> None:
     torch.set_num_threads(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = make_study(storage, seed, problem)
+    if seed != first_seed:
+        wait_for_the_enqueued_trial(study)
     study.optimize(
         make_objective(epochs, events, problem),
         callbacks=[optuna.study.MaxTrialsCallback(trials, states=None)],  # the processes share one budget
@@ -131,7 +150,7 @@ def run(out: Path, trials: int, epochs: int, processes: int, seed: int, problem:
     context = multiprocessing.get_context("spawn")
     events = str(out / "events.jsonl")
     children = [
-        context.Process(target=worker, args=(storage, seed + index, trials, epochs, events, problem))
+        context.Process(target=worker, args=(storage, seed + index, trials, epochs, events, problem, seed))
         for index in range(processes)
     ]
     for child in children:
