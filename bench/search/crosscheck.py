@@ -105,8 +105,19 @@ def real_run(path: Path, recording: Recording, target: float) -> dict[str, Any]:
         "wall_s": time.time() - started,
         "from_first_trial_s": max(at for at, _ in events) - first,
         "to_target_s": None if reached is None else reached - first,
-        "trials": [(recording.nearest(t.params), t.state.name, last_step(t), t.value) for t in trials],
+        "trials": [
+            (row, t.state.name, last_step(t), t.value)
+            for row, t in zip(replayed(recording, trials), trials, strict=True)
+        ],
     }
+
+
+def replayed(recording: Recording, trials: list[FrozenTrial]) -> list[int]:
+    """The recorded configuration each trial maps to, in trial order, as the simulator maps them (each once)."""
+    rows: list[int] = []
+    for trial in trials:
+        rows.append(recording.nearest(trial.params, taken=rows))
+    return rows
 
 
 def simulated_run(recording: Recording, method: Method, points: list[dict], target: float) -> dict[str, Any]:

@@ -134,6 +134,11 @@ def ray_asha(options: argparse.Namespace, maximize: bool, seed: int, data: tuple
         reduction_factor=options.eta,
     )
     trials: dict[int, Any] = {}
+    rows: list[int] = []  # each recorded configuration once per run, as the simulator maps (recording.py)
+
+    def pick() -> int:
+        rows.append(nearest(encoded, draw(space, rng), space, rows))
+        return rows[-1]
 
     class Trial:  # what the scheduler reads of a trial: its id
         def __init__(self, number: int) -> None:
@@ -150,7 +155,7 @@ def ray_asha(options: argparse.Namespace, maximize: bool, seed: int, data: tuple
     return simulate_stop_type(
         values,
         segments,
-        lambda: nearest(encoded, draw(space, rng), space),
+        pick,
         decide,
         workers=options.workers,
         budget_s=options.budget_s,

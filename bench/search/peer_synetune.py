@@ -109,14 +109,25 @@ def encode(params: dict[str, Any], space: dict[str, dict[str, Any]]) -> list[flo
     return vector
 
 
-def nearest(encoded: np.ndarray, configuration: dict[str, Any], space: dict[str, dict[str, Any]]) -> int:
-    """The recorded configuration (row of `encoded`) nearest to a sampled point, as bench.search.recording's
-    `Recording.nearest`; a conditional parameter whose `when:` fails is dropped first (hpo would not draw it)."""
+def nearest(
+    encoded: np.ndarray,
+    configuration: dict[str, Any],
+    space: dict[str, dict[str, Any]],
+    taken: list[int] | tuple[int, ...] = (),
+) -> int:
+    """The recorded configuration (row of `encoded`) nearest to a sampled point, among those not in `taken` while any
+    is left, as bench.search.recording's `Recording.nearest`; a conditional parameter whose `when:` fails is dropped
+    first (hpo would not draw it)."""
     chosen: dict[str, Any] = {}
     for name, param in space.items():  # the file's order; a condition names an earlier parameter
         if name in configuration and condition_holds(param.get("when"), chosen):
             chosen[name] = configuration[name]
     distances = np.linalg.norm(encoded - np.array(encode(chosen, space)), axis=1)
+    rows = sorted(
+        set(taken)
+    )  # bench.search.recording.nearest_untaken, copied: that package is not importable here
+    if rows and len(rows) < len(distances):
+        distances[rows] = np.inf
     return int(np.argmin(distances))  # argmin: the first of equal distances
 
 
@@ -158,9 +169,16 @@ def make_blackbox(
             )
             self.encoded = np.array([encode(p, space) for p in params])
             self.replayed: list[int] = []  # the recorded configuration of each query, in order
+            self.rows: dict[
+                str, int
+            ] = {}  # a configuration's row, fixed at its first query (a resume asks again)
 
         def nearest(self, configuration: dict[str, Any]) -> int:
-            return nearest(self.encoded, configuration, space)
+            """Each recorded configuration once per run, as the simulator maps (bench/search/recording.py)."""
+            key = json.dumps(configuration, sort_keys=True, default=str)
+            if key not in self.rows:
+                self.rows[key] = nearest(self.encoded, configuration, space, list(self.rows.values()))
+            return self.rows[key]
 
         def _objective_function(
             self, configuration: dict[str, Any], fidelity: dict | None = None, seed: int | None = None

@@ -8,6 +8,14 @@ nearest to it: each numeric parameter scaled to [0, 1] over its range (in log sp
 as a one-hot vector, a conditional parameter that is absent as 0 plus an "absent" flag; Euclidean distance, ties to
 the lower index. With a few hundred recorded points in six dimensions the map is coarse, so the benchmark compares
 methods on this table of configurations (a discretised problem, as tabular benchmarks are), not on the continuous one.
+
+Each recorded configuration replays at most once in a run (`taken`): a sampled point goes to the nearest configuration
+the run has not started yet, and only once every one has been started may a configuration replay again. Without it,
+two distinct points that fall in one configuration's cell replayed the same curve twice, a trial that teaches a
+sampler nothing, where in a real run the second point is a new configuration near the first with its own outcome. A
+sampler that concentrates (TPE after its start-up, the multi-fidelity TPE more so) paid for it most: on MiniLM the
+default method replayed 18.6 of its 38 trials, random search 5.2 of 29. Tabular benchmarks have searchers draw only
+unseen rows for the same reason (Syne Tune's `allow_duplicates=False` over `restrict_configurations`).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -74,9 +83,20 @@ class Recording:
     def _encoded(self) -> np.ndarray:
         return np.array([encode(c.params, self.space) for c in self.curves])
 
-    def nearest(self, params: dict[str, Any]) -> int:
+    def nearest(self, params: dict[str, Any], taken: Collection[int] = ()) -> int:
+        """The recorded configuration nearest to `params`, among those not in `taken` while any is left."""
         distances = np.linalg.norm(self._encoded - np.array(encode(params, self.space)), axis=1)
-        return int(np.argmin(distances))  # argmin: the first of equal distances
+        return nearest_untaken(distances, taken)
+
+
+def nearest_untaken(distances: np.ndarray, taken: Collection[int]) -> int:
+    """argmin of `distances` over the rows not in `taken` (all rows once every one is taken); ties to the lower
+    index. bench/search/peer_synetune.py keeps a copy (it runs in Syne Tune's environment, without this package)."""
+    rows = sorted(set(taken))
+    if rows and len(rows) < len(distances):
+        distances = distances.copy()
+        distances[rows] = np.inf
+    return int(np.argmin(distances))  # argmin: the first of equal distances
 
 
 def encode(params: dict[str, Any], space: dict[str, ParamSpec]) -> list[float]:

@@ -213,7 +213,7 @@ class Simulation:
         # as hpo's claim: an `enqueue:` point first, else the sampler's (study.ask() would pop a paused trial)
         trial = ask_queued(study) or ask_new(study)
         params = sample_params(trial, self.spec.search_space)
-        config = self.rec.nearest(params)
+        config = self.rec.nearest(params, taken=self.out.started)  # each configuration once (recording.py)
         sim = SimTrial(len(self.out.trials), trial, config)
         if self.method.asha:
             sim.rung = RungTrial(sim.number, running=True)
