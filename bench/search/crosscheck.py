@@ -56,6 +56,11 @@ def study_section(method: Method, problem: Problem) -> dict[str, Any]:
                 "reduction_factor": problem.eta,
                 "continue_in_place": method.in_place,
                 "promote_underfilled": method.underfilled,
+                "rank_gate": (
+                    {"min_pairs": method.gate.min_pairs, "min_correlation": method.gate.min_correlation}
+                    if method.gate
+                    else {"enabled": False}
+                ),
             }
         }
     # No pruner said explicitly: a study file without one gets hpo's median pruner, the simulator's method none.

@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 
 from bench.search.problems import Problem
+from hpo.scheduling.rank_gate import RankGate
 from hpo.spec import StudySpec
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.storage.study_db import build_sampler, seed_offset
@@ -31,6 +32,7 @@ class Method:
     levels: tuple[int, ...] | None = (
         None  # ASHA's pause points in global steps; None: the problem's asha_levels
     )
+    gate: RankGate | None = None  # ASHA's rank gate: a rung judges once its values rank the final scores
 
     def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
         """Worker `worker`'s sampler in a run seeded `seed`: hpo seeds each worker apart (`seed_offset`)."""
@@ -81,18 +83,36 @@ def methods_for(problem: Problem) -> list[Method]:
         # one rung at a third of the length (min_resource left out), with Optuna's TPE, then with the multi-fidelity one
         Method("tpe+asha-one-rung", "study", asha=True, underfilled=True, levels=default_levels(problem)),
         Method(
-            HPO_METHOD,
+            "mftpe+asha-one-rung",
             "study",
             asha=True,
             underfilled=True,
             multi_fidelity=True,
             levels=default_levels(problem),
         ),
+        # the same rung behind the rank gate (hpo's default since it was measured), with either TPE
+        Method(
+            "tpe+asha-gated",
+            "study",
+            asha=True,
+            underfilled=True,
+            levels=default_levels(problem),
+            gate=RankGate(),
+        ),
+        Method(
+            HPO_METHOD,
+            "study",
+            asha=True,
+            underfilled=True,
+            multi_fidelity=True,
+            levels=default_levels(problem),
+            gate=RankGate(),
+        ),
     ]
 
 
 # hpo's default for `scheduler: {type: asha}` with a TPE sampler: one rung at a third of the length (no min_resource
-# given), promote_underfilled and the multi-fidelity TPE. Until this round: rungs from min_resource 1 (the problem's
-# asha_levels), "mftpe+asha-underfilled".
-HPO_METHOD = "mftpe+asha-one-rung"
+# given) behind the rank gate (8 pairs, 0.7), promote_underfilled and the multi-fidelity TPE. Before the gate:
+# "mftpe+asha-one-rung"; before that, rungs from min_resource 1 (the problem's asha_levels), "mftpe+asha-underfilled".
+HPO_METHOD = "mftpe+asha-gated"
 PEERS = ("random", "tpe", "tpe+sh", "tpe+hyperband")  # what a user would otherwise run: Optuna as it comes

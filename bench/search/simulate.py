@@ -69,6 +69,7 @@ class SimTrial:
     rung: RungTrial | None = None  # ASHA only
     evaluated_at: list[float] = field(default_factory=list)
     ended_at: float | None = None  # told COMPLETE or PRUNED
+    score: float | None = None  # the value told with COMPLETE
 
 
 @dataclass
@@ -271,6 +272,11 @@ class Simulation:
         rung = self.levels.index(step)
         sim.rung.values[rung] = value
         sim.trial.report(value, step)
+        gate = self.method.gate
+        if gate is not None and not gate.is_open(self.gate_pairs(rung)):
+            sim.rung.promoted.add(rung)  # not judged: on as if promoted (promotion.rung_decider)
+            self.schedule(worker, sim, at)
+            return
         sim.rung.paused, sim.rung.running = True, False
         choice = self.next_promotion()
         if self.method.in_place and choice is not None and choice.number == sim.number:
@@ -283,6 +289,14 @@ class Simulation:
         checkpoint = f"sim/trial-{sim.number}/checkpoint-{step}"
         pause.pause_trial(sim.trial.study, trial_id(sim.trial), step=step, checkpoint=checkpoint, value=value)
         self.push(at + self.costs.pause_s, worker, None)
+
+    def gate_pairs(self, rung: int) -> list[tuple[float, float]]:
+        """promotion.gate_pairs over the simulated trials: (value at the rung, score) of every completed trial."""
+        return [
+            (t.rung.values[rung], t.score)
+            for t in self.out.trials
+            if t.state == "complete" and t.score is not None and t.rung is not None and rung in t.rung.values
+        ]
 
     def end_hopeless(self, at: float) -> None:
         """With n_trials, paused trials that can never be promoted end PRUNED at their rung (told to the sampler)."""
@@ -307,6 +321,7 @@ class Simulation:
         ):  # a paused trial ended at its rung
             pause.end_paused_trial(sim.trial.study, trial_id(sim.trial), state, values)
         elif state == TrialState.COMPLETE:
+            sim.score = values
             sim.trial.study.tell(sim.trial, values)
         else:
             sim.trial.study.tell(sim.trial, state=TrialState.PRUNED)

@@ -31,7 +31,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scheduling.asha import RungTrial, hopeless, next_promotion, rung_levels, values_by_rung
+from hpo.scheduling.rank_gate import RankGate
 from hpo.spec import StudySpec
+from hpo.spec.scheduler import RankGateSpec
 from hpo.storage import pause, remote
 from hpo.storage.database import claim_lock
 from hpo.storage.retention import checkpoints_in
@@ -63,6 +65,7 @@ class AshaPlan:
     metric: str
     in_place: bool = True
     underfilled: bool = True  # the best trial of a rung with fewer than eta trials goes on (asha.top_size)
+    gate: RankGate | None = None  # a rung judges only once its values rank the final scores (rank_gate.py)
     store: str | None = None  # the experiment store, where a trial ended at its rung records "pruned"
     output_dir: str | None = None  # checkpoints there, and in the object store behind it (hpo.storage.remote)
 
@@ -81,9 +84,29 @@ class AshaPlan:
             metric=(spec.study.metrics or ["eval_loss"])[0],
             in_place=scheduler.continue_in_place,
             underfilled=scheduler.promote_underfilled,
+            gate=_gate(scheduler.rank_gate),
             store=store_location(spec),
             output_dir=spec.output_dir,
         )
+
+
+def _gate(section: RankGateSpec | None) -> RankGate | None:
+    if section is None or not section.enabled:
+        return None
+    return RankGate(section.min_pairs, section.min_correlation)
+
+
+def gate_pairs(trials: list[FrozenTrial], point: int) -> list[tuple[float, float]]:
+    """(value at the rung point, final score) of every COMPLETE trial that reported at `point`: what the rank gate
+    judges the rung by. A retry's own boundaries only (an inherited value was its predecessor's report)."""
+    pairs = []
+    for trial in trials:
+        if trial.state != TrialState.COMPLETE or trial.value is None or not math.isfinite(trial.value):
+            continue
+        value = pause.boundaries(trial).get(point)
+        if value is not None and math.isfinite(value):
+            pairs.append((value, trial.value))
+    return pairs
 
 
 def rung_trial(trial: FrozenTrial, plan: AshaPlan, inherited: dict[int, float] | None = None) -> RungTrial:
@@ -281,6 +304,12 @@ def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_
         if value is not None:
             pause.record_boundary(study, trial_id(trial), point, value)
             trial.report(value, point)
+        if plan.gate is not None and not plan.gate.is_open(
+            gate_pairs(study.get_trials(deepcopy=False), point)
+        ):
+            record_heartbeat(study, trial)
+            _record_in_place(study, trial, point)  # not judged here: it goes on as if promoted
+            return False
         if not plan.in_place:
             return True
         with claim_lock(storage_of(study), study.study_name, lock_dir):

@@ -3,6 +3,8 @@
     scheduler: {type: asha}                 # one rung, at a third of the training length (the measured default)
     scheduler: {type: asha, resource: steps, min_resource: 4, max_resource: 36, reduction_factor: 3}
     scheduler: {type: asha, ..., promote_underfilled: false}   # the paper's rule (no promotion below eta trials)
+    scheduler: {type: asha, rank_gate: false}          # judge at the rung from the first trial
+    scheduler: {type: asha, rank_gate: {min_pairs: 5, min_correlation: 0.8}}
 
 A trial trains to min_resource * reduction_factor^k (global steps, or epochs with `resource: epochs`), reports its
 objective there, saves a checkpoint and pauses; `hpo.scheduling.promotion` decides which paused trials continue.
@@ -15,6 +17,12 @@ paper's min_resource of 1 (rungs at 1, 3, 9 epochs of 20) screens many configura
 problem bench/search records (an MLP and a CNN on digits, LoRA on MiniLM: 30-trial budgets, 100 seeds) that reached
 the targets later than one rung at a third, and on digits it never reached the 95th percentile on most seeds, even
 with four times the budget (docs/benchmarks.md, "Which search finds a good model soonest").
+
+`rank_gate` (hpo.scheduling.rank_gate): the rung judges only once the study has seen its values rank the final
+scores: at least `min_pairs` completed trials whose value at the rung and final score have a Spearman correlation of at
+least `min_correlation` (8 and 0.7); until then a trial at the rung trains on. It is on by default with the default
+rung (min_resource left out), and off when min_resource is given (rungs chosen by hand judge from the first trial)
+unless set; `true` turns it on with its defaults, `false` off.
 """
 
 from __future__ import annotations
@@ -22,10 +30,16 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from hpo.spec.base import Section
 from hpo.spec.errors import FieldProblem
+
+
+class RankGateSpec(Section):
+    enabled: bool = True  # `rank_gate: true` / `false` in a file set this alone
+    min_pairs: int = Field(8, ge=2)
+    min_correlation: float = Field(0.7, ge=-1.0, le=1.0)
 
 
 class SchedulerSpec(Section):
@@ -41,6 +55,13 @@ class SchedulerSpec(Section):
     # so the first trials reach the full budget early. false: the paper's rule, nothing promoted until a rung holds
     # reduction_factor trials (bench/search measured it slower to every target: docs/benchmarks.md).
     promote_underfilled: bool = True
+    # None: on with the default rung, off with a given min_resource (settle decides `enabled`).
+    rank_gate: RankGateSpec | None = None
+
+    @field_validator("rank_gate", mode="before")
+    @classmethod
+    def _rank_gate_switch(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
 
     def training_length_key(self) -> str:
         return "max_steps" if self.resource == "steps" else "num_train_epochs"
@@ -67,6 +88,8 @@ class SchedulerSpec(Section):
                 "study.scheduler.max_resource",
                 f"is {self.max_resource} but training.{key} is {given}; give the length once (max_resource sets it)",
             )
+        if self.rank_gate is None:
+            self.rank_gate = RankGateSpec(enabled=self.min_resource is None)
         if self.min_resource is None:
             if self.max_resource < 2:
                 raise FieldProblem(

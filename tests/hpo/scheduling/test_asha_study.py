@@ -10,6 +10,7 @@ from optuna.trial import TrialState
 from scheduler_support import trials
 from study_task import write_study
 
+from hpo.scheduling.promotion import IN_PLACE
 from hpo.spec import load_study_spec
 from hpo.storage import pause
 from hpo.storage.study_db import build_sampler
@@ -120,17 +121,36 @@ def test_the_first_trial_goes_on_at_once_under_the_default_rule(tmp_path):
     assert first.system_attrs.get(pause.RESUMED_AT) or first.user_attrs.get("pruned_step") == 4
 
 
-def test_without_min_resource_every_trial_is_judged_once_at_a_third_of_its_length(tmp_path):
-    # `scheduler: {type: asha}` with the length from training.max_steps (15, eta 3): one rung, at step 5. Every
-    # trial reports there and nowhere else; the ones not promoted end PRUNED at step 5, the others run to 15.
-    scheduler = {"type": "asha"}
+def test_without_min_resource_the_rung_judges_nothing_until_its_rank_gate_opens(tmp_path):
+    # `scheduler: {type: asha}` with the length from training.max_steps (15, eta 3): one rung, at step 5, behind the
+    # rank gate (8 completed trials). With 6 trials it never opens: every trial reports at step 5, trains on without
+    # pausing and completes, as if promoted there.
     run_study(
-        asha_study(tmp_path, n_trials=6, study={"scheduler": scheduler}, training={"max_steps": 15}),
+        asha_study(tmp_path, n_trials=6, study={"scheduler": {"type": "asha"}}, training={"max_steps": 15}),
         workers=1,
         dry_run=False,
     )
     found = trials(tmp_path)
-    assert len(found) == 6 and {t.state for t in found} == {TrialState.COMPLETE, TrialState.PRUNED}
+    assert len(found) == 6 and {t.state for t in found} == {TrialState.COMPLETE}
+    for trial in found:
+        assert sorted(pause.boundaries(trial)) == [5] and trial.user_attrs["global_step"] == 15
+        assert not trial.system_attrs.get(pause.RESUMED_AT)  # never paused
+        assert trial.system_attrs[IN_PLACE] == [5]
+
+
+def test_once_the_rank_gate_opens_every_trial_is_judged_once_at_a_third_of_its_length(tmp_path):
+    # A gate that opens after two completed trials, whatever they show: the first two run through step 5 unjudged;
+    # from then on the ones not promoted end PRUNED at step 5, the others run to 15.
+    scheduler = {"type": "asha", "rank_gate": {"min_pairs": 2, "min_correlation": -1.0}}
+    run_study(
+        asha_study(tmp_path, n_trials=8, study={"scheduler": scheduler}, training={"max_steps": 15}),
+        workers=1,
+        dry_run=False,
+    )
+    found = sorted(trials(tmp_path), key=lambda t: t.number)
+    assert len(found) == 8 and {t.state for t in found} == {TrialState.COMPLETE, TrialState.PRUNED}
+    assert [t.state for t in found[:2]] == [TrialState.COMPLETE] * 2
+    assert all(t.system_attrs.get(IN_PLACE) == [5] for t in found[:2])
     for trial in found:
         assert sorted(pause.boundaries(trial)) == [5]
         if trial.state == TrialState.PRUNED:

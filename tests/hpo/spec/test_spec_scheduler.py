@@ -10,6 +10,7 @@ import yaml
 from test_spec_study import problem, study
 
 from hpo.scheduling.asha import rung_levels
+from hpo.scheduling.promotion import AshaPlan
 from hpo.spec import parse_study_spec
 
 ASHA = {"type": "asha", "min_resource": 1, "reduction_factor": 3}
@@ -46,6 +47,24 @@ def test_without_min_resource_one_rung_at_a_third_of_the_length(resource, length
     data = study(**{"study.scheduler": scheduler, "training.num_train_epochs": None})
     settled = parse_study_spec(data).study.scheduler
     assert rung_levels(settled.min_resource, settled.max_resource, settled.reduction_factor) == levels
+
+
+@pytest.mark.parametrize(
+    ("given", "gate"),
+    [
+        ({}, (8, 0.7)),  # the default rung: gated
+        ({"min_resource": 1}, None),  # rungs chosen by hand judge from the first trial
+        ({"min_resource": 1, "rank_gate": True}, (8, 0.7)),
+        ({"rank_gate": False}, None),
+        ({"rank_gate": {"min_pairs": 5}}, (5, 0.7)),
+        ({"rank_gate": {"min_pairs": 4, "min_correlation": 0.9}}, (4, 0.9)),
+    ],
+)
+def test_the_rank_gate_is_on_with_the_default_rung_and_off_with_rungs_given(given, gate):
+    data = study(**{"study.scheduler": {"type": "asha", **given}, "training.max_steps": 30})
+    plan = AshaPlan.of(parse_study_spec(data))
+    assert plan is not None
+    assert (None if plan.gate is None else (plan.gate.min_pairs, plan.gate.min_correlation)) == gate
 
 
 def test_a_one_epoch_training_is_refused_with_the_fix():
@@ -90,6 +109,16 @@ def test_a_one_epoch_training_is_refused_with_the_fix():
             {"study.scheduler": ASHA, "training.num_train_epochs": None},
             "study.scheduler.max_resource",
             "set max_resource",
+        ),
+        (
+            {"study.scheduler": {**ASHA, "rank_gate": {"min_pairs": 1}}},
+            "study.scheduler.rank_gate.min_pairs",
+            "2",
+        ),
+        (
+            {"study.scheduler": {**ASHA, "rank_gate": {"min_correlation": 1.5}}},
+            "study.scheduler.rank_gate.min_correlation",
+            "1",
         ),
     ],
 )
