@@ -192,14 +192,15 @@ def _count(count: int | None) -> str:
 
 
 def _print_rungs(console: Console, spec: StudySpec, study: optuna.Study) -> None:
-    """The ASHA rungs: how many trials reached each, wait paused there, and were promoted from it."""
+    """The ASHA rungs: how many trials reached each, wait paused there, and were promoted from it, and whether its rank
+    gate lets it judge yet (the correlation of its values with the final scores)."""
     assert spec.study.scheduler is not None
     unit = spec.study.scheduler.resource
     table = Table(title=f"rungs (reduction factor {spec.study.scheduler.reduction_factor})")
-    for column in ("rung", unit, "reached", "paused", "promoted"):
+    for column in ("rung", unit, "reached", "paused", "promoted", "rank gate"):
         table.add_column(column, justify="right")
     for row in rung_rows(study, spec):
-        table.add_row(*(str(row[key]) for key in ("rung", "level", "reached", "paused", "promoted")))
+        table.add_row(*(str(row[key]) for key in ("rung", "level", "reached", "paused", "promoted", "gate")))
     console.print(table)
     overhead = promotion_overhead(study.get_trials(deepcopy=False))
     if overhead is not None:

@@ -11,9 +11,10 @@ from scheduler_support import trials
 from study_task import write_study
 
 from hpo.scheduling.promotion import IN_PLACE
+from hpo.scheduling.rung_view import rung_rows
 from hpo.spec import load_study_spec
 from hpo.storage import pause
-from hpo.storage.study_db import build_sampler
+from hpo.storage.study_db import build_sampler, load_existing_study
 from hpo.study import run_study
 from hpo.tracking.store import open_store
 
@@ -136,6 +137,9 @@ def test_without_min_resource_the_rung_judges_nothing_until_its_rank_gate_opens(
         assert sorted(pause.boundaries(trial)) == [5] and trial.user_attrs["global_step"] == 15
         assert not trial.system_attrs.get(pause.RESUMED_AT)  # never paused
         assert trial.system_attrs[IN_PLACE] == [5]
+    spec = load_study_spec(tmp_path / "study.yaml")
+    study = load_existing_study(spec)
+    assert rung_rows(study, spec)[0]["gate"] == "closed: 6 of 8 pairs"  # what `hpo status` shows
 
 
 def test_once_the_rank_gate_opens_every_trial_is_judged_once_at_a_third_of_its_length(tmp_path):
@@ -148,6 +152,9 @@ def test_once_the_rank_gate_opens_every_trial_is_judged_once_at_a_third_of_its_l
         dry_run=False,
     )
     found = sorted(trials(tmp_path), key=lambda t: t.number)
+    spec = load_study_spec(tmp_path / "study.yaml")
+    study = load_existing_study(spec)
+    assert rung_rows(study, spec)[0]["gate"].startswith("open: ")
     assert len(found) == 8 and {t.state for t in found} == {TrialState.COMPLETE, TrialState.PRUNED}
     assert [t.state for t in found[:2]] == [TrialState.COMPLETE] * 2
     assert all(t.system_attrs.get(IN_PLACE) == [5] for t in found[:2])
