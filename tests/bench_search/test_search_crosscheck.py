@@ -14,9 +14,19 @@ from bench.search.problems import ROOT
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "method", ["tpe+asha", "mftpe+asha-underfilled", "mftpe+asha-one-rung", "tpe+hyperband"]
+    ("method", "trials"),
+    [
+        ("tpe+asha", 9),
+        ("mftpe+asha-underfilled", 9),
+        ("mftpe+asha-one-rung", 9),
+        (
+            "mftpe+asha-gated",
+            12,
+        ),  # 8 trials run through the closed gate, the next ones are judged (if it opens)
+        ("tpe+hyperband", 9),
+    ],
 )
-def test_a_real_hpo_run_takes_the_simulators_decisions(method, tmp_path):
+def test_a_real_hpo_run_takes_the_simulators_decisions(method, trials, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
         [
@@ -25,7 +35,7 @@ def test_a_real_hpo_run_takes_the_simulators_decisions(method, tmp_path):
             "--method",
             method,
             "--trials",
-            "9",
+            str(trials),
         ],
         capture_output=True,
         text=True,
