@@ -161,3 +161,41 @@ def test_two_processes_on_one_database_never_promote_a_trial_twice(tmp_path):
     assert sum(len(t.system_attrs.get(pause.RESUMED_AT) or []) for t in final) >= 1
     assert len(configurations) == 12
     assert seen
+
+
+def test_sigkill_while_trials_train_through_a_closed_rank_gate_loses_no_trial(tmp_path):
+    # The default rung (step 6 of 18) behind its rank gate, closed for a 6-trial study: trials report at the rung and
+    # train on. A kill while one trains past the rung; the next run retries it from its checkpoint and ends every
+    # configuration COMPLETE, none paused, none counted twice.
+    slow_study(
+        tmp_path,
+        study={"n_trials": 6, "scheduler": {"type": "asha"}, "sampler": {"type": "random", "seed": 1}},
+        training={"max_steps": 18},
+        resources={"workers": 2},
+    )
+    first = start_hpo(tmp_path, "run")
+    try:
+
+        def past_the_rung():
+            return any(t.state == TrialState.RUNNING and 6 in pause.boundaries(t) for t in trials(tmp_path))
+
+        wait_for(past_the_rung, timeout=120, what="a trial training past its rung")
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+    finally:
+        kill_quietly(first)
+    second = start_hpo(tmp_path, "run")
+    try:
+        output, _ = second.communicate(timeout=300)
+    finally:
+        kill_quietly(second)
+    assert second.returncode == 0, output
+    final = trials(tmp_path)
+    configurations = [t for t in final if not t.user_attrs.get("requeued")]
+    assert len(configurations) == 6 and {t.state for t in configurations} == {TrialState.COMPLETE}
+    assert not paused_now(tmp_path)
+    assert any(t.user_attrs.get("requeued_from_trial") is not None for t in final)  # the killed one, retried
+    for trial in configurations:
+        assert trial.user_attrs["global_step"] == 18
+        # a retry that resumed past the rung reports no value there: its predecessor did
+        assert 6 in pause.boundaries(trial) or trial.user_attrs.get("requeued_from_trial") is not None
