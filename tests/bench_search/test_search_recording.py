@@ -38,3 +38,20 @@ def test_a_recorded_configuration_maps_to_itself(name):
     for index, curve in enumerate(recording.curves):
         nearest = recording.nearest(curve.params)
         assert nearest == index or recording.curves[nearest].params == curve.params
+
+
+def test_a_point_replays_the_nearest_configuration_not_yet_taken():
+    recording = load(PROBLEMS["digits-cnn"])
+    point = recording.curves[7].params
+    assert recording.nearest(point) == 7
+    second = recording.nearest(point, taken=[7])
+    assert second != 7
+    distances = [
+        sum((a - b) ** 2 for a, b in zip(recording._encoded[i], recording._encoded[7], strict=True))  # noqa: SLF001
+        for i in range(len(recording.curves))
+    ]
+    assert distances[second] == min(
+        d for i, d in enumerate(distances) if i != 7
+    )  # the runner-up, none closer
+    everything = range(len(recording.curves))
+    assert recording.nearest(point, taken=everything) == 7  # once all are taken, any may replay again

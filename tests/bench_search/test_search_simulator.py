@@ -11,6 +11,7 @@ from bench.search.recording import Recording
 from bench.search.simulate import Costs, Simulation, simulate
 from hpo.scheduling.asha import hopeless, next_promotion
 from hpo.scheduling.promotion import AshaPlan, rung_table
+from hpo.scheduling.rank_gate import RankGate
 from hpo.storage import pause
 from hpo.storage.study_db import ask_new, trial_id
 
@@ -119,3 +120,23 @@ def test_asha_trains_on_in_place_when_the_rule_would_promote_it_at_once(recordin
     outcome = simulate(recording, asha, 3, workers=1, budget_s=1e9, n_trials=9, costs=costs)
     passed_without_pause = [t for t in outcome.trials if t.rung.promoted and t.resumes < len(t.rung.promoted)]
     assert passed_without_pause
+
+
+def test_a_run_replays_each_recorded_configuration_once_while_any_is_left(recording):
+    outcome = simulate(
+        recording, method(recording, "tpe"), 0, budget_s=1e9, n_trials=len(recording.curves) + 5
+    )
+    first = outcome.started[: len(recording.curves)]
+    assert sorted(first) == list(range(len(recording.curves)))  # every configuration once, then repeats
+    assert len(outcome.started) == len(recording.curves) + 5
+
+
+def test_the_rank_gate_lets_trials_through_the_rung_until_enough_pairs_rank_alike(recording):
+    gated = method(recording, "mftpe+asha-gated")
+    assert gated.gate is not None and gated.gate.min_pairs == 8
+    outcome = simulate(recording, gated, 0, workers=1, budget_s=1e9, n_trials=20)
+    first_eight = outcome.trials[:8]
+    assert all(t.state == "complete" and t.resumes == 0 for t in first_eight)  # not judged: no pause, no stop
+    closed = Method("closed", "study", asha=True, levels=gated.levels, gate=RankGate(min_pairs=99))
+    never = simulate(recording, closed, 0, workers=1, budget_s=1e9, n_trials=20)
+    assert all(t.state == "complete" and t.resumes == 0 for t in never.trials)
