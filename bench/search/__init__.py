@@ -2,14 +2,16 @@
 
     python bench/search/record.py --problem digits      # train the recorded configurations once (minutes)
     python bench/search/run.py --problem digits --seeds 30   # every method on 30 seeds, from the recording
-    python bench/search/run.py --quick                        # every method on every problem (digits, digits-cnn), 3 seeds
+    python bench/search/run.py --quick                        # every method on every problem, 3 seeds
 
 problems.py   what a problem is (study file, budget, rungs, workers) and the ones defined
 record.py     trains a problem's configurations with the study's task and our Trainer; writes data/<problem>.json.gz
-recording.py  loads a recording and maps a sampled configuration to the nearest recorded one
-simulate.py   one method, one seed: Optuna samplers/pruners and hpo's ASHA rule driven event by event
+recording.py  loads a recording and maps a sampled configuration to the nearest recorded one not yet run
+simulate.py   one method, one seed: Optuna samplers/pruners and hpo's ASHA rule (and rank gate) event by event
 methods.py    the methods compared (sampler + pruner, or sampler + promotion ASHA)
 figures.py    time to target, best at fractions of the budget, compute; medians and IQR over seeds
 run.py        the table
 crosscheck.py a real `hpo run` (one worker, enqueued recorded configurations) against the simulator
+real.py       methods run for real (`hpo run`, 2 workers, a time limit), a few seeds, beside their simulation
+peer_synetune.py, peer_ray.py   Syne Tune's and Ray Tune's schedulers on the same recordings, in their own environments
 """
