@@ -41,6 +41,16 @@ def asha_slow_study(folder, n_trials, delay=0.05, **scheduler):
     )
 
 
+def run_again_to_the_end(folder) -> None:
+    """A second `hpo run` after a kill: it must finish the study and exit 0."""
+    second = start_hpo(folder, "run")
+    try:
+        output, _ = second.communicate(timeout=300)
+    finally:
+        kill_quietly(second)
+    assert second.returncode == 0, output
+
+
 def paused_now(folder):
     return [t for t in trials(folder) if pause.is_paused(t)]
 
@@ -114,12 +124,7 @@ def test_sigkill_of_hpo_run_loses_no_paused_trial_and_a_second_run_finishes(tmp_
     assert shown.count("PAUSED") == len(at_kill), shown
     assert "rungs (reduction factor 2)" in shown and "(paused)" in shown
 
-    second = start_hpo(tmp_path, "run")
-    try:
-        output, _ = second.communicate(timeout=300)
-    finally:
-        kill_quietly(second)
-    assert second.returncode == 0, output
+    run_again_to_the_end(tmp_path)
     final = {t.number: t for t in trials(tmp_path)}
     for number, info in at_kill.items():  # every trial paused at the kill was judged again, none was lost
         trial = final[number]
@@ -184,12 +189,7 @@ def test_sigkill_while_trials_train_through_a_closed_rank_gate_loses_no_trial(tm
         first.wait()
     finally:
         kill_quietly(first)
-    second = start_hpo(tmp_path, "run")
-    try:
-        output, _ = second.communicate(timeout=300)
-    finally:
-        kill_quietly(second)
-    assert second.returncode == 0, output
+    run_again_to_the_end(tmp_path)
     final = trials(tmp_path)
     configurations = [t for t in final if not t.user_attrs.get("requeued")]
     assert len(configurations) == 6 and {t.state for t in configurations} == {TrialState.COMPLETE}
