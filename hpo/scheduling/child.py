@@ -19,7 +19,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,13 @@ from hpo.scheduling.pbt_in_place import in_place_after_save
 from hpo.scheduling.promotion import AshaPlan, pause_callback
 from hpo.spec import StudySpec
 from hpo.tracking.wandb_callback import release_wandb, wandb_imported
-from hpo.trial.callbacks import InterruptCallback, SlotStatusCallback, on_sigterm
+from hpo.trial.callbacks import (
+    InterruptCallback,
+    SlotStatusCallback,
+    begin_next_run,
+    interrupt_requested,
+    on_sigterm,
+)
 from hpo.trial.run import run_trial
 from trainer import TrainerCallback
 from trainer.hyperparams import HyperparameterSchedule
@@ -65,6 +71,44 @@ class TrialJob:
     # Return with rank 0's result while the process is still exiting (it is joined before the next fork), so the
     # worker records the outcome meanwhile. Not on a GPU: the next trial must find the memory given back.
     exit_in_background: bool = False
+    # After its result the process waits for the worker's next trial of the same study (`NextTrial`) instead of
+    # exiting: a PBT member's pause and the next member's resume cost no fork, no process exit and no cold start.
+    keep_warm: bool = False
+
+
+@dataclass(frozen=True)
+class NextTrial:
+    """What changes from one trial to the next in a warm trial process (plain data: the pipe pickles it)."""
+
+    trial_id: int
+    params: dict[str, Any]
+    resume_from: str | None
+    status_base: dict[str, Any]
+    member_params: dict[str, Any] | None
+    changes: dict[int, dict[str, Any]]
+
+    @classmethod
+    def of(cls, job: TrialJob) -> NextTrial:
+        return cls(
+            trial_id=job.trial._trial_id,  # noqa: SLF001
+            params=job.params,
+            resume_from=job.resume_from,
+            status_base=job.status_base,
+            member_params=job.member_params,
+            changes=job.changes,
+        )
+
+    def applied_to(self, job: TrialJob) -> TrialJob:
+        """`job` for this trial, with the trial read again from the database (the worker wrote its attributes)."""
+        return replace(
+            job,
+            trial=optuna.Trial(job.study, self.trial_id),
+            params=self.params,
+            resume_from=self.resume_from,
+            status_base=self.status_base,
+            member_params=self.member_params,
+            changes=self.changes,
+        )
 
 
 @dataclass
@@ -102,16 +146,36 @@ def die_with_parent(parent_pid: int | None) -> None:
 
 
 def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | None) -> None:
-    """The body of one rank: run the trial and send rank 0's outcome to the worker."""
+    """The body of one rank: run the trial and send rank 0's outcome to the worker; a warm process (`keep_warm`) then
+    runs the trials the worker sends next, until it sends None, goes away, or asked this process to stop."""
+    _set_up_process(job, rank, port)
+    _run_once(job, rank, connection)
+    while job.keep_warm and connection is not None and not interrupt_requested():
+        try:
+            following = connection.recv()
+        except (
+            EOFError,
+            OSError,
+            KeyboardInterrupt,
+        ):  # the worker closed the pipe, or a stop came while idle
+            return
+        if following is None:
+            return
+        job = following.applied_to(job)
+        begin_next_run()
+        _run_once(job, rank, connection)
+
+
+def _run_once(job: TrialJob, rank: int, connection: Connection | None) -> None:
     wandb_before = wandb_imported()
     try:
-        _run_rank(job, rank, port, connection)
+        _run_job(job, rank, connection)
     finally:
         # The process leaves by os._exit (multiprocessing's fork start), skipping atexit: wandb's clean-up is ours.
         release_wandb(wandb_before)
 
 
-def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None) -> None:
+def _set_up_process(job: TrialJob, rank: int, port: int) -> None:
     die_with_parent(job.worker_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, on_sigterm)
@@ -125,6 +189,9 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
             MASTER_PORT=str(port),
         )
     torch.set_num_threads(job.threads)
+
+
+def _run_job(job: TrialJob, rank: int, connection: Connection | None) -> None:
     trial = job.trial if rank == 0 else optuna.trial.FixedTrial(job.params, job.trial.number)
     interrupt = InterruptCallback()
     callbacks: list[TrainerCallback] = [interrupt]
@@ -140,7 +207,8 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
     if job.changes:
         callbacks.append(HyperparameterSchedule(job.changes, job.spec.task.resolve().mutable))
     try:
-        # No gc.collect() at the end: this process exits right after, and the system takes its memory back at once.
+        # No gc.collect() at the end: this process exits right after, and the system takes its memory back at once
+        # (a warm one leaves the last trial's few cycles to the collector's own thresholds).
         outcome = run_trial(
             job.spec,
             job.study,
@@ -165,10 +233,74 @@ def _run_rank(job: TrialJob, rank: int, port: int, connection: Connection | None
 _exiting: list[Any] = []
 
 
+@dataclass
+class WarmProcess:
+    process: Any
+    connection: Connection
+
+
+_warm: list[
+    WarmProcess
+] = []  # at most one: this worker's trial process waiting for its next trial (keep_warm)
+
+
 def reap_exited() -> None:
     """Wait for the trial processes that were left exiting."""
     while _exiting:
         _exiting.pop().join()
+
+
+def release_warm() -> None:
+    """Tell the waiting trial process there is no next trial (it exits), and wait for it."""
+    while _warm:
+        warm = _warm.pop()
+        try:
+            warm.connection.send(None)
+        except OSError:
+            pass  # it has gone already
+        warm.connection.close()
+        warm.process.join(timeout=10)
+        if warm.process.exitcode is None:
+            warm.process.kill()
+            warm.process.join()
+
+
+def _hand_to_warm(job: TrialJob) -> tuple[list[Any], Connection] | None:
+    """Send `job` to the waiting trial process: its processes and connection, or None when there is none to take
+    it (none waits, this job does not keep warm, or the process has gone)."""
+    if not _warm:
+        return None
+    warm = _warm[0]
+    if not job.keep_warm or not warm.process.is_alive():
+        release_warm()
+        return None
+    try:
+        warm.connection.send(NextTrial.of(job))
+    except OSError:
+        release_warm()
+        return None
+    _warm.clear()
+    return [warm.process], warm.connection
+
+
+def _fork(job: TrialJob) -> tuple[list[Any], Connection]:
+    """Fork the trial's ranks: their processes, and the connection rank 0's result comes back on (both ways for a
+    process that stays warm: the worker sends its next trial on it)."""
+    reap_exited()
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=job.keep_warm)
+    port = free_port() if job.ranks > 1 else 0
+    processes = []
+    for rank in range(job.ranks):
+        process = context.Process(
+            target=trial_process,
+            args=(job, rank, port, writer if rank == 0 else None),
+            name=f"trial-rank{rank}",
+        )
+        process.start()
+        processes.append(process)
+    writer.close()
+    return processes, reader
 
 
 def run_trial_processes(
@@ -181,25 +313,24 @@ def run_trial_processes(
     """Fork the trial's ranks, keep its heartbeat going, pass on stop requests, and collect rank 0's result.
 
     `stop_level()`: 0 run on, 1 interrupt (checkpoint and stop), 2 kill now. When one rank dies the others are killed,
-    so no rank waits forever in a collective."""
-    reap_exited()
-    context = multiprocessing.get_context("fork")
-    reader, writer = context.Pipe(duplex=False)
-    port = free_port() if job.ranks > 1 else 0
-    processes = []
-    for rank in range(job.ranks):
-        process = context.Process(
-            target=trial_process,
-            args=(job, rank, port, writer if rank == 0 else None),
-            name=f"trial-rank{rank}",
-        )
-        process.start()
-        processes.append(process)
-    writer.close()
+    so no rank waits forever in a collective. A `keep_warm` job goes to this worker's waiting trial process when
+    there is one, and its process is kept waiting for the next one after it sends its result."""
+    started = _hand_to_warm(job)
+    if started is None:
+        release_warm()
+        started = _fork(job)
+    processes, reader = started
     if on_start is not None:
         on_start([process.pid for process in processes])
     leave_early = job.exit_in_background and job.ranks == 1
-    result = _supervise(processes, reader, heartbeat, stop_level, heartbeat_interval, leave_early)
+    result = _supervise(
+        processes, reader, heartbeat, stop_level, heartbeat_interval, leave_early, keep_open=job.keep_warm
+    )
+    if job.keep_warm and result.outcome is not None and processes[0].exitcode is None:
+        _warm.append(WarmProcess(processes[0], reader))
+        return result
+    if job.keep_warm:
+        reader.close()
     if leave_early and result.outcome is not None:
         _exiting.extend(processes)
         return result
@@ -216,6 +347,7 @@ def _supervise(
     stop_level: Callable[[], int],
     interval: float,
     leave_on_result: bool = False,
+    keep_open: bool = False,
 ) -> ChildResult:
     result: ChildResult | None = None
     open_reader: Connection | None = reader
@@ -233,7 +365,8 @@ def _supervise(
                 result = open_reader.recv()
             except (EOFError, OSError):
                 pass
-            open_reader.close()
+            if not keep_open:
+                open_reader.close()
             open_reader = None
             if leave_on_result and result is not None and result.outcome is not None:
                 return result

@@ -59,7 +59,14 @@ import safetensors.torch  # noqa: F401 - imported once here, shared by every for
 import torch
 from optuna.trial import TrialState
 
-from hpo.scheduling.child import ChildResult, TrialJob, die_with_parent, reap_exited, run_trial_processes
+from hpo.scheduling.child import (
+    ChildResult,
+    TrialJob,
+    die_with_parent,
+    reap_exited,
+    release_warm,
+    run_trial_processes,
+)
 from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
 from hpo.scheduling.pbt import PbtPlan, claim_pbt_work, member_setup
 from hpo.scheduling.pbt_time_up import end_paused_members
@@ -100,6 +107,24 @@ from trainer import prepare_for_fork
 logger = logging.getLogger(__name__)
 WAIT = "wait"  # nothing to claim now, but a running trial may still crash and be queued again
 POLL_S = 0.5
+# Nothing to claim yet: ask again soon, then less and less often. In a study that pauses trials, work usually
+# appears within a training segment (a partner pauses, an interval's scores complete); a flat half-second wait
+# left a slot idle for most of a segment (bench/pause.py pbt), while a claim costs a few milliseconds.
+FIRST_WAIT_S = 0.02
+
+
+class Backoff:
+    """Waits that double from `first` to `most`; `reset()` after a wait that ended in work."""
+
+    def __init__(self, first: float = FIRST_WAIT_S, most: float = POLL_S) -> None:
+        self.first, self.most, self.next = first, most, first
+
+    def wait(self) -> None:
+        time.sleep(self.next)
+        self.next = min(self.most, self.next * 2)
+
+    def reset(self) -> None:
+        self.next = self.first
 
 
 @dataclass
@@ -313,6 +338,9 @@ def run_one(
         member_params=member_params,
         changes=changes,
         exit_in_background=not slot.devices,
+        # A PBT member pauses at every interval and another resumes in its slot: on the CPU the member's process
+        # stays and takes the next member (a GPU's trial process gives its memory back: a fresh one each time).
+        keep_warm=pbt is not None and not slot.devices and slot.ranks == 1,
     )
     if job.status_file is not None:
         write_status(job.status_file, {**job.status_base, "state": "starting"})
@@ -421,6 +449,10 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
         record_outcome(study, trial, outcome)
     except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError) as error:
         logger.warning("trial %d: could not record its outcome: %s", trial.number, error)
+        # Failed meanwhile: its heartbeat went stale (this worker was stopped past the grace period) and a retry was
+        # queued. Its run in the store says so, not the outcome its process wrote there too late (bench/chaos.py
+        # seed 308: SIGSTOP of a worker, then SIGCONT just as another worker swept it).
+        _event(config, trial.number, "failed", f"its outcome came after the trial had ended: {error}")
         return "lost"
     return outcome.state.name.lower()
 
@@ -498,6 +530,7 @@ def run_worker(config: WorkerConfig) -> int:
     gate = make_gate(config)
     chores = Chores(config, study)
     asha_plan, pbt_plan = AshaPlan.of(config.spec), PbtPlan.of(config.spec)
+    backoff = Backoff()
     while stop.level == 0 and (config.deadline is None or time.time() < config.deadline):
         if gate is not None and not (decision := gate.decide(study, None)).start:
             # Claim nothing the GPU cannot take yet.
@@ -517,8 +550,9 @@ def run_worker(config: WorkerConfig) -> int:
             break
         if claimed == WAIT:
             _write_idle(status, config, "waiting")
-            time.sleep(POLL_S)
+            backoff.wait()
             continue
+        backoff.reset()
         assert isinstance(claimed, optuna.Trial)
         try:
             result = run_one(study, claimed, config, stop, claimed_at, gate, chores.run)
@@ -535,6 +569,7 @@ def run_worker(config: WorkerConfig) -> int:
     if stop.level == 0 and config.deadline is not None and time.time() >= config.deadline:
         time_is_up(study, config, lock_dir)
     chores.run()
+    release_warm()
     reap_exited()
     _write_idle(status, config, "stopped")
     return 0

@@ -52,6 +52,12 @@ def reset_interrupt() -> None:
     _interrupt.update(requested=False, phase="setup")
 
 
+def begin_next_run() -> None:
+    """The next run in a warm trial process: nothing to save yet. A stop asked meanwhile stays asked (the worker
+    may signal as soon as it has sent the run)."""
+    _interrupt["phase"] = "setup"
+
+
 def on_interrupt(signum: int, frame: Any) -> None:
     """Ctrl-C of a run in the foreground (`hpo train`): the first asks for a checkpoint at the next step boundary and a
     stop, as SIGTERM does for a trial; a second one stops at once."""

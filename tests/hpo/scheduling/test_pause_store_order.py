@@ -1,5 +1,6 @@
-"""What the experiment store says about a paused ASHA trial when the worker pausing it stalls, and about a retry that
-ends without ever running; a PBT exploit from a damaged checkpoint (all found by bench/chaos.py)."""
+"""What the experiment store says about a paused ASHA trial when the worker pausing it stalls, about a retry that
+ends without ever running, and about a trial whose outcome came after it was failed; a PBT exploit from a damaged
+checkpoint (all found by bench/chaos.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from hpo.scheduling.pbt_population import Decision
 from hpo.scheduling.promotion import AshaPlan, _record_pruned, end_hopeless
 from hpo.spec import load_study_spec
 from hpo.storage import pause
+from hpo.storage.retry import RetryPolicy, fail_running_trial
 from hpo.storage.study_db import open_study
 from hpo.tracking.store import open_store
+from hpo.trial.run import TrialOutcome
 
 ASHA = {"type": "asha", "min_resource": 4, "max_resource": 16, "reduction_factor": 2}
 
@@ -121,3 +124,25 @@ def test_the_store_hears_a_prune_before_the_database_ends_the_paused_trial(tmp_p
     assert end_hopeless(study, plan, None, time_up=True) == [1]
     assert seen == [(1, ["pruned"])]
     assert study.trials[1].state == TrialState.PRUNED
+
+
+def test_an_outcome_that_comes_after_the_trial_was_failed_leaves_its_run_failed(tmp_path):
+    """A worker SIGSTOPped past the grace period and continued just as another worker swept its trial: the trial was
+    FAIL with a retry queued, yet its process finished and wrote "completed" to the store (seed 308, PBT)."""
+    spec, study = asha_study(tmp_path)
+    trial = study.ask()
+    run_id = f"test/trial-{trial.number}"
+    with open_store(spec.store_url) as store:
+        store.record_event(run_id, "completed", "objective 0.5")  # what the trial's process wrote, too late
+    policy = RetryPolicy.of(spec)
+    assert (
+        fail_running_trial(study, trial._trial_id, "no heartbeat", policy, counts_as_retry=True) is not None
+    )
+    outcome = TrialOutcome(TrialState.COMPLETE, [0.5], None, None, {})
+    config = worker.WorkerConfig(spec=spec, storage_url="", slot=None, n_trials=4, deadline=None)
+    assert worker.finish(study, trial, worker.ChildResult(outcome), config) == "lost"
+    worker._events.clear()  # the worker's store, kept open between events: closed with the test's folder
+    with open_store(spec.store_url) as store:
+        assert [r["status"] for r in store.runs(study_name="test") if r["trial_number"] == trial.number] == [
+            "failed"
+        ]

@@ -62,6 +62,9 @@ def test_members_exploit_in_lockstep_and_replay_reproduces_the_winner(tmp_path, 
     for trial in found:
         assert sorted(trial.intermediate_values) == [4, 8]  # scored at every interval
         assert trial.user_attrs["global_step"] == 12
+    # On the CPU a worker's trial process stays and takes the next member: two processes trained all four members'
+    # twelve pieces, none forked per pause and resume.
+    assert len({t.user_attrs["pid"] for t in found}) <= 2
     copies = [(m, s) for m, t in by_member.items() for s in segments(t) if s.source is not None]
     assert len(copies) == 2  # one bottom member (ceil(4 x 0.25)) at each of the steps 4 and 8
     for member, copy in copies:
