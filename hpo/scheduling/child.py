@@ -320,8 +320,17 @@ def run_trial_processes(
         release_warm()
         started = _fork(job)
     processes, reader = started
-    if on_start is not None:
-        on_start([process.pid for process in processes])
+    try:
+        if on_start is not None:
+            on_start([process.pid for process in processes])
+    except BaseException:
+        # No trial trains unsupervised (e.g. its trial was swept as stale meanwhile and could not take its process's
+        # identity): its processes end here; a warm one would otherwise wait for a next trial that never comes.
+        _signal_all(processes, signal.SIGKILL)
+        for process in processes:
+            process.join()
+        reader.close()
+        raise
     leave_early = job.exit_in_background and job.ranks == 1
     result = _supervise(
         processes, reader, heartbeat, stop_level, heartbeat_interval, leave_early, keep_open=job.keep_warm

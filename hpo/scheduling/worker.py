@@ -93,6 +93,7 @@ from hpo.storage.study_db import (
     set_user_attrs,
     storage_of,
     trial_id,
+    update_trial,
 )
 from hpo.tracking import environment
 from hpo.tracking.events import KeptOpenEvents, store_location
@@ -111,6 +112,7 @@ POLL_S = 0.5
 # appears within a training segment (a partner pauses, an interval's scores complete); a flat half-second wait
 # left a slot idle for most of a segment (bench/pause.py pbt), while a claim costs a few milliseconds.
 FIRST_WAIT_S = 0.02
+SWEEP_EVERY_S = 1.0
 
 
 class Backoff:
@@ -125,6 +127,20 @@ class Backoff:
 
     def reset(self) -> None:
         self.next = self.first
+
+
+class Every:
+    """Due at most once per `seconds` (first call: due)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.last = seconds, float("-inf")
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self.last < self.seconds:
+            return False
+        self.last = now
+        return True
 
 
 @dataclass
@@ -460,14 +476,13 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
 def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: WorkerConfig) -> str:
     """The trial stopped at a rung with a checkpoint: keep that checkpoint only, and mark it paused in the database.
     Attributes first: once paused, another worker may end it (PRUNED) at any moment, and then it is read-only."""
-    record_heartbeat(study, trial)
     step = int(outcome.user_attrs["paused_step"])
     checkpoint = Path(outcome.user_attrs["paused_checkpoint"])
     value = outcome.values[0] if outcome.values else None
     decided_at = outcome.user_attrs.pop("pause_decided_at", None)
     # The piece of training that ends here, from when the trial last went RUNNING (a resume moves the trial's start
     # to its newest piece, so without this the dashboard's timeline could draw only the last piece).
-    started = storage_of(study).get_trial(trial_id(trial)).datetime_start
+    started = trial.datetime_start  # read when this worker took the trial (created, queued or resumed)
     entry: dict[str, Any] = {"step": step, "value": value, "end": round(time.time(), 3)}
     if started is not None:
         entry["start"] = round(started.timestamp(), 3)
@@ -476,9 +491,10 @@ def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: Worke
         entry["save_exit_s"] = round(time.time() - decided_at, 3)
     outcome.user_attrs["pauses"] = [*(trial.user_attrs.get("pauses") or []), entry]
     drop_older_checkpoints(checkpoint, outcome.user_attrs.get("best_checkpoint"), config.spec.output_dir)
-    try:
-        set_user_attrs(study, trial, outcome.user_attrs)
-    except optuna.exceptions.UpdateFinishedTrialError:
+    # With a heartbeat in the same transaction: the pause's bookkeeping must not look like a dead worker.
+    if not update_trial(
+        study, trial_id(trial), only_if=TrialState.RUNNING, user_attrs=outcome.user_attrs, heartbeat=True
+    ):
         return "lost"  # failed meanwhile (a stale heartbeat): its retry goes on from the checkpoint
     # The store first: once paused in the database another worker may resume it and finish it, and a "paused" written
     # after that (this worker stopped in between) overwrote "completed" (bench/chaos.py seed 182021, SIGSTOP).
@@ -531,6 +547,10 @@ def run_worker(config: WorkerConfig) -> int:
     chores = Chores(config, study)
     asha_plan, pbt_plan = AshaPlan.of(config.spec), PbtPlan.of(config.spec)
     backoff = Backoff()
+    # The sweeps for dead workers' trials (stale heartbeats, claimers that died, lost retries) read the study: at most
+    # once a second, not at every claim (a PBT member pauses and resumes several times a second; a dead worker's
+    # trial is found after its grace period of seconds anyway).
+    sweeps = Every(min(SWEEP_EVERY_S, float(resources.heartbeat_interval)))
     while stop.level == 0 and (config.deadline is None or time.time() < config.deadline):
         if gate is not None and not (decision := gate.decide(study, None)).start:
             # Claim nothing the GPU cannot take yet.
@@ -538,14 +558,20 @@ def run_worker(config: WorkerConfig) -> int:
             time.sleep(POLL_S)
             continue
         claimed_at = time.time()
+        swept = sweeps.due()
         claimed = claim_trial(
             study,
             config.n_trials,
             lock_dir,
-            retry_policy(config),
+            retry_policy(config) if swept else None,
             asha_plan,
             pbt_plan,
         )
+        if claimed is None and not swept:
+            sweeps.last = float(
+                "-inf"
+            )  # nothing left, unless a sweep queues a dead worker's trial again: one first
+            continue
         if claimed is None:
             break
         if claimed == WAIT:
@@ -558,8 +584,7 @@ def run_worker(config: WorkerConfig) -> int:
             result = run_one(study, claimed, config, stop, claimed_at, gate, chores.run)
         except Exception as error:  # noqa: BLE001 - e.g. a search space the sampler rejects: fail this trial only
             logger.exception("trial %d could not start", claimed.number)
-            claimed.set_user_attr("error", f"{type(error).__name__}: {error}")
-            study.tell(claimed, state=TrialState.FAIL)
+            fail_unstarted(study, claimed, error)
             continue
         ended = finish(study, claimed, result, config)
         # A PBT member that paused frees no checkpoint: members keep theirs until the study ends, and its own older
@@ -573,6 +598,16 @@ def run_worker(config: WorkerConfig) -> int:
     reap_exited()
     _write_idle(status, config, "stopped")
     return 0
+
+
+def fail_unstarted(study: optuna.Study, trial: optuna.Trial, error: Exception) -> None:
+    """FAIL a trial that could not start, with its error. One ended meanwhile stays as it is: swept as stale while this
+    worker was stopped, it has its retry queued already (bench/chaos.py seed 508: the second error ended the worker)."""
+    try:
+        trial.set_user_attr("error", f"{type(error).__name__}: {error}")
+        study.tell(trial, state=TrialState.FAIL)
+    except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError) as ended:
+        logger.warning("trial %d: ended meanwhile: %s", trial.number, ended)
 
 
 def time_is_up(study: optuna.Study, config: WorkerConfig, lock_dir: Path) -> None:
@@ -669,7 +704,11 @@ def main() -> int:
     except EOFError:
         return 0  # started ahead (hpo.scheduling.pool.start_workers_ahead), then not needed
     logging.basicConfig(level=logging.WARNING, format="worker %(process)d: %(message)s")
-    code = run_worker(config)
+    try:
+        code = run_worker(config)
+    finally:
+        # However the worker ends: its warm trial process waits for a next trial, and Python's exit would join it.
+        release_warm()
     gc.freeze()  # the interpreter's last collections would walk everything torch made: seconds off the study's end
     return code
 

@@ -27,7 +27,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.storage.study_db import PAUSED_ATTR, storage_of
+from hpo.storage.study_db import PAUSED_ATTR, storage_of, update_trial
 
 PAUSED = PAUSED_ATTR
 BOUNDARIES = "hpo:boundaries"
@@ -75,15 +75,10 @@ def pause_trial(
 ) -> bool:
     """Move a RUNNING trial that stopped at `step` and saved `checkpoint` to paused (WAITING). False when the trial
     is no longer RUNNING (another process failed it meanwhile)."""
-    storage = storage_of(study)
-    if storage.get_trial(trial_id).state != TrialState.RUNNING:
-        return False
     info = {"step": step, "checkpoint": checkpoint, "value": value, "at": time.time()}
-    try:
-        storage.set_trial_system_attr(trial_id, PAUSED, info)
-        return storage.set_trial_state_values(trial_id, state=TrialState.WAITING)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        return False
+    return update_trial(
+        study, trial_id, only_if=TrialState.RUNNING, state=TrialState.WAITING, system_attrs={PAUSED: info}
+    )
 
 
 def park_retry(
@@ -115,23 +110,22 @@ def resume_trial(
     """Take a paused trial to run it on: RUNNING again, its heartbeat fresh, `owner_attrs` (who runs it) written
     first. Returns the trial, or None when another process resumed or ended it first. The checkpoint to resume from
     is `pause_info(...)["checkpoint"]`, read before this call."""
-    storage = storage_of(study)
-    trial = storage.get_trial(trial_id)
+    trial = storage_of(study).get_trial(trial_id)
     if not is_paused(trial):
         return None
-    for key, value in (owner_attrs or {}).items():
-        storage.set_trial_user_attr(trial_id, key, value)
-    # The heartbeat first: its last beat is from before the pause, and a stale sweep between "RUNNING" and the first
-    # beat would fail the trial it just resumed.
-    storage.record_heartbeat(trial_id)
-    try:
-        if not storage.set_trial_state_values(trial_id, state=TrialState.RUNNING):
-            return None
-    except optuna.exceptions.UpdateFinishedTrialError:
+    resumed = [*(trial.system_attrs.get(RESUMED_AT) or []), pause_info(trial).get("step")]
+    # All at once, the heartbeat with them: its last beat is from before the pause, and a stale sweep between
+    # "RUNNING" and a first beat would fail the trial just resumed.
+    if not update_trial(
+        study,
+        trial_id,
+        only_if=TrialState.WAITING,
+        state=TrialState.RUNNING,
+        user_attrs=owner_attrs,
+        system_attrs={RESUMED_AT: resumed, PAUSED: None},
+        heartbeat=True,
+    ):
         return None
-    resumed = list(trial.system_attrs.get(RESUMED_AT) or [])
-    storage.set_trial_system_attr(trial_id, RESUMED_AT, [*resumed, pause_info(trial).get("step")])
-    storage.set_trial_system_attr(trial_id, PAUSED, None)
     return optuna.Trial(study, trial_id)
 
 

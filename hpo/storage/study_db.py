@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import optuna
+import sqlalchemy
 from optuna.storages import BaseStorage
 from optuna.storages._rdb import models as rdb_models
 from optuna.storages._rdb.storage import _create_scoped_session
@@ -313,7 +314,21 @@ def _upsert_user_attrs(backend: Any, session: Any, number: int, attrs: Mapping[s
     of two per attribute, after the same check that the trial may still change."""
     trial = rdb_models.TrialModel.find_or_raise_by_id(number, session)
     backend.check_trial_is_updatable(number, trial.state)
-    model = rdb_models.TrialUserAttributeModel
+    _upsert_attrs(session, rdb_models.TrialUserAttributeModel, number, attrs)
+
+
+def _write_attrs(backend: Any, session: Any, model: Any, number: int, attrs: Mapping[str, Any]) -> None:
+    """User or system attributes of a trial already checked as changeable, in the session's transaction."""
+    if not attrs:
+        return
+    if backend.engine.name == "sqlite":
+        _upsert_attrs(session, model, number, attrs)
+        return
+    for key, value in attrs.items():
+        backend._set_trial_attr_without_commit(session, model, number, key, value)  # noqa: SLF001
+
+
+def _upsert_attrs(session: Any, model: Any, number: int, attrs: Mapping[str, Any]) -> None:
     rows = [{"trial_id": number, "key": key, "value_json": json.dumps(value)} for key, value in attrs.items()]
     statement = sqlite_insert(model).values(rows)
     session.execute(
@@ -321,6 +336,80 @@ def _upsert_user_attrs(backend: Any, session: Any, number: int, attrs: Mapping[s
             index_elements=[model.trial_id, model.key], set_={"value_json": statement.excluded.value_json}
         )
     )
+
+
+def update_trial(
+    study: optuna.Study,
+    trial_id: int,
+    *,
+    only_if: TrialState,
+    state: TrialState | None = None,
+    user_attrs: Mapping[str, Any] | None = None,
+    system_attrs: Mapping[str, Any] | None = None,
+    heartbeat: bool = False,
+) -> bool:
+    """Several changes to one trial that is in state `only_if`, all or none: False (nothing written) when the trial is
+    in another state. One transaction and commit on an RDB storage, where Optuna's calls take one each (a resume took
+    seven, a pause three: milliseconds apiece on a SQLite file that the trials' processes write too); the same calls
+    one by one elsewhere. `state` RUNNING stamps the start, as Optuna's `set_trial_state_values` does."""
+    backend = unwrap_rdb(storage_of(study))
+    if backend is None:
+        return _update_one_by_one(
+            study, trial_id, only_if, state, user_attrs or {}, system_attrs or {}, heartbeat
+        )
+    try:
+        with _create_scoped_session(backend.scoped_session) as session:
+            trial = rdb_models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
+            if trial.state != only_if:
+                return False
+            for model, attrs in (
+                (rdb_models.TrialUserAttributeModel, user_attrs or {}),
+                (rdb_models.TrialSystemAttributeModel, system_attrs or {}),
+            ):
+                _write_attrs(backend, session, model, trial_id, attrs)
+            if heartbeat:
+                _beat_without_commit(session, trial_id)
+            if state is not None:
+                trial.state = state
+                if state == TrialState.RUNNING:
+                    trial.datetime_start = datetime.datetime.now()
+                if state.is_finished():
+                    trial.datetime_complete = datetime.datetime.now()
+    except (optuna.exceptions.UpdateFinishedTrialError, sqlalchemy.exc.IntegrityError):
+        return False
+    return True
+
+
+def _beat_without_commit(session: Any, trial_id: int) -> None:
+    beat = rdb_models.TrialHeartbeatModel.where_trial_id(trial_id, session, True)
+    if beat is None:
+        session.add(rdb_models.TrialHeartbeatModel(trial_id=trial_id))
+    else:
+        beat.heartbeat = session.execute(sqlalchemy.func.now()).scalar()
+
+
+def _update_one_by_one(
+    study: optuna.Study,
+    trial_id: int,
+    only_if: TrialState,
+    state: TrialState | None,
+    user_attrs: Mapping[str, Any],
+    system_attrs: Mapping[str, Any],
+    heartbeat: bool,
+) -> bool:
+    storage = storage_of(study)
+    if storage.get_trial(trial_id).state != only_if:
+        return False
+    try:
+        for key, value in user_attrs.items():
+            storage.set_trial_user_attr(trial_id, key, value)
+        for key, value in system_attrs.items():
+            storage.set_trial_system_attr(trial_id, key, value)
+        if heartbeat and hasattr(storage, "record_heartbeat"):
+            storage.record_heartbeat(trial_id)
+        return state is None or storage.set_trial_state_values(trial_id, state=state)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False
 
 
 def release_connections(study: optuna.Study) -> None:

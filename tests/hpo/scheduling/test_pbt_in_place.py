@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import TrialState
 
 from hpo.scheduling.pbt import DECIDED, WAITING, PbtPlan, adopt, population
-from hpo.scheduling.pbt_in_place import judge
+from hpo.scheduling.pbt_in_place import judge, slot_needed
 from hpo.spec.pbt import PbtSchedulerSpec
 from hpo.spec.search_space import ParamSpec
 from hpo.storage import pause
@@ -119,6 +119,19 @@ def test_it_pauses_when_a_member_it_needs_waits_for_a_slot(tmp_path):
     behind = member(study, tmp_path, 0.02, None)
     study._storage.set_trial_state_values(behind._trial_id, TrialState.WAITING)  # noqa: SLF001 - queued again
     assert judge(study, plan(2), first.number, 4) is False  # it needs a slot to get to step 4
+
+
+def test_a_member_that_needs_a_slot_is_seen_without_the_lock_or_a_mark(tmp_path):
+    """The read before the claim lock: pause at once, leaving nothing written, when another member waits for a slot;
+    go on to the locked judgement when every member short of the interval trains now."""
+    study = new_study(tmp_path)
+    first = member(study, tmp_path, 0.01, 0.5)
+    assert slot_needed(study, plan(2), 4) is True  # the second member has not started
+    second = member(study, tmp_path, 0.02, None)
+    assert slot_needed(study, plan(2), 4) is False  # it trains: it gets to step 4 without a slot
+    study._storage.set_trial_state_values(second._trial_id, TrialState.WAITING)  # noqa: SLF001 - queued again
+    assert slot_needed(study, plan(2), 4) is True
+    assert WAITING not in study.get_trials()[first.number].system_attrs
 
 
 def test_no_decision_while_a_member_that_scored_is_still_saving(tmp_path):

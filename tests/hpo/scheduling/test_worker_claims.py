@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.scheduling.worker import WAIT, claim_trial, worker_identity
+from hpo.scheduling.worker import WAIT, claim_trial, fail_unstarted, worker_identity
 from hpo.storage.database import create_storage
 from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials, requeue
 from hpo.storage.study_db import ask_new
@@ -177,3 +177,17 @@ def test_a_trial_failed_as_requeued_still_counts_until_its_retry_is_queued(study
     requeue(study, study.trials[0], "crashed: test", policy, counts_as_retry=True)
     retry = claim_trial(study, 1, tmp_path, policy)
     assert retry.user_attrs["requeued_from_trial"] == 0
+
+
+def test_a_trial_that_could_not_start_is_failed_unless_it_ended_meanwhile(study):
+    """A worker stopped past the grace period found its claimed trial swept (FAIL, retry queued) as it went on: the
+    error it met starting it must not end the worker too (bench/chaos.py seed 508)."""
+    swept = study.ask()
+    study._storage.set_trial_state_values(swept._trial_id, TrialState.FAIL)  # noqa: SLF001 - another worker's sweep
+    fail_unstarted(study, swept, RuntimeError("Trial#0 has already finished"))
+    fresh = study.ask()
+    fail_unstarted(study, fresh, ValueError("a search space the sampler rejects"))
+    first, second = study.get_trials()
+    assert first.state == TrialState.FAIL and "error" not in first.user_attrs
+    assert second.state == TrialState.FAIL
+    assert second.user_attrs["error"] == "ValueError: a search space the sampler rejects"

@@ -90,3 +90,20 @@ def test_queued_retries_still_come_first_and_new_trials_are_new(study, tmp_path)
     assert queued is not None and queued.suggest_float("x", 0, 1) == 0.25  # the enqueued value
     assert ask_queued(study) is None
     assert ask_new(study).number == 2
+
+
+@pytest.mark.parametrize("where", ["sqlite", "memory"])
+def test_a_pause_of_a_trial_failed_meanwhile_writes_nothing(study, tmp_path, where):
+    """All or none: the state, the pause point and the heartbeat go in one transaction (one by one in memory)."""
+    study = study if where == "sqlite" else optuna.create_study(direction="maximize")
+    trial = ask_new(study)
+    study._storage.set_trial_state_values(trial_id(trial), TrialState.FAIL)  # noqa: SLF001 - swept meanwhile
+    checkpoint = str(tmp_path / "trial-0" / "checkpoint-4")
+    assert not pause.pause_trial(study, trial_id(trial), step=4, checkpoint=checkpoint, value=0.5)
+    [frozen] = study.get_trials()
+    assert frozen.state == TrialState.FAIL and pause.PAUSED not in frozen.system_attrs
+    running = ask_new(study)
+    assert pause.pause_trial(study, trial_id(running), step=4, checkpoint=checkpoint, value=0.5)
+    assert pause.pause_info(study.get_trials()[1])["checkpoint"] == checkpoint
+    assert pause.resume_trial(study, trial_id(running), {"worker": "here:1"}) is not None
+    assert study.get_trials()[1].state == TrialState.RUNNING
