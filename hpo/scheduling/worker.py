@@ -57,7 +57,7 @@ from typing import Any
 import optuna
 import safetensors.torch  # noqa: F401 - imported once here, shared by every forked trial
 import torch
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scheduling.child import (
     ChildResult,
@@ -284,22 +284,31 @@ def wait_for_room(
 
 
 # ---- running one trial ------------------------------------------------------------------------------------------
-def record_retry_origin(spec: StudySpec, trial: optuna.Trial) -> None:
+def record_retry_origin(spec: StudySpec, study: optuna.Study, trial: optuna.Trial) -> None:
     """A queued retry records the trial it continues before its process starts: one killed before its training
     began (its store callback's first moment) left no "retried" event, and its predecessor's run "paused" or
-    "running" (bench/chaos.py). The trial's own store callback finds it written and writes nothing."""
+    "running" (bench/chaos.py). The trial's own store callback finds it written and writes nothing. A predecessor
+    that was itself a retry and never started a process (swept while its worker was stopped) never recorded its own:
+    it is recorded here too, or its predecessor's run stays "paused" (bench/chaos.py seed 704, PBT)."""
     location = store_location(spec)
-    origin = origin_attrs(trial.user_attrs)
-    if location is None or "requeued_from_trial" not in origin:
+    if location is None:
         return
-    run = RunInfo(
-        kind="trial",
-        study_name=spec.study.name,
-        trial_number=trial.number,
-        output_dir=str(trial_dir(spec, trial.number)),
-        origin=origin,
-    )
-    record_origin(location, run)
+    number, attrs = trial.number, trial.user_attrs
+    by_number: dict[int, FrozenTrial] | None = None
+    while "requeued_from_trial" in (origin := origin_attrs(attrs)):
+        run = RunInfo(
+            kind="trial",
+            study_name=spec.study.name,
+            trial_number=number,
+            output_dir=str(trial_dir(spec, number)),
+            origin=origin,
+        )
+        record_origin(location, run)
+        by_number = by_number or {t.number: t for t in study.get_trials(deepcopy=False)}
+        before = by_number.get(int(origin["requeued_from_trial"]))
+        if before is None or "pid" in before.user_attrs:
+            return  # it ran: its own process or worker recorded where it came from
+        number, attrs = before.number, before.user_attrs
 
 
 def run_one(
@@ -326,7 +335,7 @@ def run_one(
         **resume_attrs,
     }
     set_user_attrs(study, trial, attrs)
-    record_retry_origin(config.spec, trial)
+    record_retry_origin(config.spec, study, trial)
     params = sample_params(trial, config.spec.search_space)
     if gate is not None and not wait_for_room(gate, study, trial, params, stop, status_file(config), config):
         return ChildResult(None, interrupted_at=-1)  # stopped while waiting for the GPU: queued again

@@ -95,12 +95,12 @@ def test_a_retry_killed_before_its_training_began_has_recorded_its_retry(tmp_pat
     crashed = claim_trial(study, 1, tmp_path)
     fail_running_trial(study, crashed._trial_id, "crashed: test", policy, counts_as_retry=True)
     retry = claim_trial(study, 1, tmp_path, policy)
-    record_retry_origin(spec, retry)  # what the worker does before it forks; then the retry is killed
+    record_retry_origin(spec, study, retry)  # what the worker does before it forks; then the retry is killed
     with open_store(spec.store_url) as store:
         (event,) = store.events(f"test/trial-{retry.number}", kind="retried")
         assert event["data"]["requeued_from_trial"] == crashed.number
         assert store.run(f"test/trial-{crashed.number}")["status"] == "failed"
-    record_retry_origin(spec, retry)  # again (a resumed piece): nothing more
+    record_retry_origin(spec, study, retry)  # again (a resumed piece): nothing more
     run_piece_of(tmp_path, spec, retry)  # and its store callback, had it lived: nothing more either
     with open_store(spec.store_url) as store:
         assert len(store.events(f"test/trial-{retry.number}", kind="retried")) == 1
@@ -145,3 +145,27 @@ def test_a_retry_whose_store_is_restarting_writes_its_origin_once_it_answers(tmp
         time.sleep(0.01)
     time.sleep(0.2)
     assert retried(location) == [(4, 5)]
+
+
+def test_a_retry_swept_before_it_started_is_recorded_by_the_retry_after_it(tmp_path):
+    """Trial 1, the retry of 0, was claimed by a worker that was then stopped past the grace period: swept before it
+    recorded anything, queued again as trial 2. Trial 2 records both links, so trial 0's run is not left "paused"
+    (bench/chaos.py seed 704, PBT, kill_run and stop_worker)."""
+    spec = load_study_spec(write_study(tmp_path, study={"n_trials": 1}, tracking={"store": True}))
+    study = open_study(spec)
+    policy = RetryPolicy(max_retries=3, output_dir=str(tmp_path))
+    first = claim_trial(study, 1, tmp_path)
+    first.set_user_attr("pid", 1)  # it ran a process
+    with open_store(spec.store_url) as store:
+        store.record_event(f"test/trial-{first.number}", "paused", "paused at step 4")
+    fail_running_trial(study, first._trial_id, "crashed: killed", policy, counts_as_retry=True)
+    swept = claim_trial(study, 1, tmp_path, policy)  # its worker stopped here: no process, no record
+    fail_running_trial(study, swept._trial_id, "crashed: no heartbeat", policy, counts_as_retry=True)
+    last = claim_trial(study, 1, tmp_path, policy)
+    record_retry_origin(spec, study, last)
+    with open_store(spec.store_url) as store:
+        assert store.run(f"test/trial-{first.number}")["status"] == "failed"
+        links = {
+            e["data"]["retry_trial"]: e["data"]["requeued_from_trial"] for e in store.events(kind="retried")
+        }
+    assert links == {swept.number: first.number, last.number: swept.number}
