@@ -84,6 +84,7 @@ from hpo.storage.retry import (
     fail_unbeaten_trials,
     process_identity,
     requeue_lost_retries,
+    retry_pending,
 )
 from hpo.storage.study_db import (
     open_worker_study,
@@ -238,7 +239,7 @@ def claim_trial(
                 record_heartbeat(study, trial)  # beat before anything can fail
                 return trial
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    return WAIT if any("worker" in t.user_attrs for t in running) else None
+    return WAIT if any("worker" in t.user_attrs for t in running) or retry_pending(study) else None
 
 
 # ---- sharing a GPU ------------------------------------------------------------------------------------------------

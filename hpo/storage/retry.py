@@ -221,6 +221,22 @@ def fail_unbeaten_trials(study: optuna.Study, policy: RetryPolicy) -> list[int]:
     return requeued
 
 
+def retry_pending(study: optuna.Study) -> bool:
+    """Whether a trial failed as `requeued` still waits for its retry: its failing process queues it a moment later, or
+    `requeue_lost_retries` after the grace period (that process was killed in between). A worker with nothing else to
+    claim waits for it rather than leave: the run's n_trials counts it, so leaving ends the run with the configuration
+    unfinished (a second Ctrl-C between the two steps, tests/hpo/scheduling/test_scheduler_crashes.py). Never without
+    heartbeats: then nothing would queue it."""
+    if study_db.heartbeat_grace(study) is None:
+        return False
+    trials = study.get_trials(deepcopy=False)
+    continued = {t.user_attrs["requeued_from_trial"] for t in trials if "requeued_from_trial" in t.user_attrs}
+    return any(
+        t.state == TrialState.FAIL and t.user_attrs.get("requeued") and t.number not in continued
+        for t in trials
+    )
+
+
 def requeue_lost_retries(study: optuna.Study, policy: RetryPolicy) -> list[int]:
     """Under the claim lock: queue the retry of each trial failed as `requeued` whose retry never came (its process,
     between the two steps of `fail_running_trial`, was killed: the configuration was lost; bench/chaos.py seed 37470,

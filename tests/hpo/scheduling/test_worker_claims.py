@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import sqlite3
+import time
 
 import optuna
 import pytest
@@ -166,6 +167,20 @@ def test_a_trial_failed_as_requeued_whose_retry_never_came_is_queued_again(study
     assert "requeued_from_trial" not in claim_trial(study, 5, tmp_path, policy).user_attrs  # queued once only
 
 
+def test_a_worker_waits_for_a_retry_its_failing_process_never_queued(study, tmp_path):
+    """A second Ctrl-C landed between `fail_running_trial`'s FAIL and its enqueue: the next `hpo run` found n_trials
+    used up and nothing running, and ended at once with the configuration unfinished (.ci/run, the slow suite's
+    test_a_second_ctrl_c_stops_everything_at_once). It waits instead, until the retry is queued after the grace."""
+    policy = RetryPolicy(max_retries=2, output_dir=str(tmp_path))
+    trial = claim_trial(study, 1, tmp_path, policy)
+    study._storage.set_trial_user_attr(trial._trial_id, "requeued", True)  # noqa: SLF001
+    study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)  # noqa: SLF001 - then the kill
+    assert claim_trial(study, 1, tmp_path, policy) == WAIT
+    time.sleep(2.5)  # past the grace period (2 s)
+    retry = claim_trial(study, 1, tmp_path, policy)
+    assert isinstance(retry, optuna.Trial) and retry.user_attrs["requeued_from_trial"] == trial.number
+
+
 def test_a_trial_failed_as_requeued_still_counts_until_its_retry_is_queued(study, tmp_path):
     """Between `fail_running_trial`'s FAIL and its enqueue another worker claimed a new configuration; the retry then
     found n_trials used up and stayed WAITING for ever (bench/chaos.py seed 186055, 12 runs that ended no trial)."""
@@ -173,7 +188,8 @@ def test_a_trial_failed_as_requeued_still_counts_until_its_retry_is_queued(study
     trial = claim_trial(study, 1, tmp_path, policy)
     study._storage.set_trial_user_attr(trial._trial_id, "requeued", True)
     study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)  # its enqueue comes next
-    assert claim_trial(study, 1, tmp_path, policy) is None  # no new configuration meanwhile
+    # No new configuration meanwhile: the worker waits for the retry.
+    assert claim_trial(study, 1, tmp_path, policy) == WAIT
     requeue(study, study.trials[0], "crashed: test", policy, counts_as_retry=True)
     retry = claim_trial(study, 1, tmp_path, policy)
     assert retry.user_attrs["requeued_from_trial"] == 0
