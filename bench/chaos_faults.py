@@ -102,11 +102,13 @@ class Session:
             return []
 
     def workers_now(self) -> list[psutil.Process]:
+        """Worker processes. A trial is forked by its worker and so shows the worker's command line: a process whose
+        parent is a worker is a trial, not a worker."""
         found = []
         for started in self.alive():
             for proc in self.tree(started):
                 try:
-                    if "hpo.scheduling.worker" in " ".join(proc.cmdline()):
+                    if _is_worker(proc) and not _is_worker(proc.parent()):
                         found.append(proc)
                 except psutil.Error:
                     pass
@@ -140,6 +142,23 @@ def pick(rng: random.Random, items: list[psutil.Process]) -> psutil.Process | No
     return rng.choice(sorted(items, key=lambda p: p.pid)) if items else None
 
 
+def _is_worker(proc: psutil.Process | None) -> bool:
+    return proc is not None and "hpo.scheduling.worker" in " ".join(proc.cmdline())
+
+
+def signal_one(
+    session: Session, found: callable, signum: int, what: str, rng: random.Random
+) -> psutil.Process | None:
+    """Signal one of the processes `found` returns, waiting up to 10 s (scaled) for one. A process may end between
+    being listed and being signalled (a trial finishing, a worker leaving): then another is picked."""
+    deadline = time.monotonic() + 10.0 * session.scale
+    while time.monotonic() < deadline:
+        victim = pick(rng, wait_for(found, deadline - time.monotonic()))
+        if _signal(victim, signum, what) is not None:
+            return victim
+    return None
+
+
 def wait_for(found: callable, timeout: float) -> list:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -159,13 +178,13 @@ def inject(session: Session, fault: Fault, rng: random.Random) -> None:
 
 
 def kill_trial(session: Session, fault: Fault, rng: random.Random) -> str | None:
-    victim = pick(rng, wait_for(session.trials_now, 10.0 * session.scale))
-    return _signal(victim, signal.SIGKILL, "trial process")
+    victim = signal_one(session, session.trials_now, signal.SIGKILL, "trial process", rng)
+    return f"trial process pid {victim.pid}" if victim else None
 
 
 def kill_worker(session: Session, fault: Fault, rng: random.Random) -> str | None:
-    victim = pick(rng, wait_for(session.workers_now, 10.0 * session.scale))
-    return _signal(victim, signal.SIGKILL, "worker")
+    victim = signal_one(session, session.workers_now, signal.SIGKILL, "worker", rng)
+    return f"worker pid {victim.pid}" if victim else None
 
 
 def kill_run(session: Session, fault: Fault, rng: random.Random) -> str | None:
@@ -177,8 +196,8 @@ def kill_run(session: Session, fault: Fault, rng: random.Random) -> str | None:
 
 
 def stop_worker(session: Session, fault: Fault, rng: random.Random) -> str | None:
-    victim = pick(rng, wait_for(session.workers_now, 10.0 * session.scale))
-    if _signal(victim, signal.SIGSTOP, "worker") is None:
+    victim = signal_one(session, session.workers_now, signal.SIGSTOP, "worker", rng)
+    if victim is None:
         return None
     stopped = GRACE_S * session.scale + 2.0  # longer than the study's grace period: its trial is found stale
     time.sleep(stopped)
