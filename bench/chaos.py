@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos_checks import check_all, load  # noqa: E402
 from chaos_faults import Session, inject  # noqa: E402
-from chaos_plan import FAULT_KINDS, Scenario, draw_scenario, time_scale, write_study  # noqa: E402
+from chaos_plan import FAULT_KINDS, Fault, Scenario, draw_scenario, time_scale, write_study  # noqa: E402
 
 from hpo.spec import load_spec  # noqa: E402
 
@@ -77,10 +77,7 @@ def run_one(scenario: Scenario, folder: Path, postgres_url: str | None, pg_data:
         wait_for_first_trial(session)
         for fault in scenario.faults:
             time.sleep(fault.delay)
-            if not session.alive(("run",)):
-                restart(session, outcome)
-                wait_for_first_trial(session)
-            inject(session, fault, rng)
+            inject_into_a_run(session, outcome, fault, rng)
         finish(session, outcome, started)
     finally:
         session.end_all()
@@ -91,6 +88,22 @@ def run_one(scenario: Scenario, folder: Path, postgres_url: str | None, pg_data:
     outcome.violations += unexpected_output(session)
     outcome.wall_s = time.monotonic() - started
     return outcome
+
+
+def inject_into_a_run(session: Session, outcome: Outcome, fault: Fault, rng: random.Random) -> None:
+    """Inject `fault` into a running study, restarting `hpo run` first when the last fault ended it. A run may also
+    end while the fault looks for its target (a restarted run that fails at once and is restarted later by `finish`):
+    then the fault is tried once more on the next run, so that it lands on some run rather than on none."""
+    for _ in range(2):
+        if not session.alive(("run",)):
+            restart(session, outcome)
+            wait_for_first_trial(session)
+        inject(session, fault, rng)
+        if fault.injected or session.alive(("run",)):
+            return
+        outcome.notes.append(
+            f"{fault.kind}: the run ended before it found a target; tried again on a new run"
+        )
 
 
 def damaged_trials(scenario: Scenario) -> set[str]:
