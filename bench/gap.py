@@ -2,6 +2,7 @@
 
     python bench/gap.py                 # 3 interleaved repeats of both; prints each run and the median ratio
     python bench/gap.py --repeats 1
+    python bench/gap.py --fixed 30 --epochs 1   # both train the same configurations, no pruner (bench/fixed_work.py)
 
 `hpo run studies/digits_mlp.yaml` (its only change: the output folder, a fresh one per run) and
 `bench/peer_optuna.py` (TPE + Hyperband, 2 `spawn` processes on one SQLite storage) run one after the other, alternating, so a
@@ -22,9 +23,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
+from fixed_work import configurations, write_hpo_study
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDY_FILE = ROOT / "studies" / "digits_mlp.yaml"
@@ -70,17 +73,39 @@ def run_optuna(folder: Path) -> tuple[float, float, int, int]:
     return (wall, *best_of(f"sqlite:///{folder / 'study.db'}", "digits_mlp"))
 
 
+def fixed_runners(count: int, epochs: int) -> dict[str, Callable[[Path], tuple[float, float, int, int]]]:
+    """Both contenders on the same `count` configurations for `epochs` epochs, no pruner (bench/fixed_work.py)."""
+    points = configurations(count)
+
+    def hpo_fixed(folder: Path) -> tuple[float, float, int, int]:
+        study = write_hpo_study(folder, points, epochs)
+        wall = timed([str(Path(sys.executable).with_name("hpo")), "run", str(study)])
+        return (wall, *best_of(f"sqlite:///{folder / 'out' / 'study.db'}", "digits_mlp"))
+
+    def optuna_fixed(folder: Path) -> tuple[float, float, int, int]:
+        glue = [sys.executable, str(ROOT / "bench" / "fixed_work.py"), "--out", str(folder)]
+        wall = timed([*glue, "--fixed", str(count), "--epochs", str(epochs)])
+        return (wall, *best_of(f"sqlite:///{folder / 'study.db'}", "digits_mlp"))
+
+    return {"hpo": hpo_fixed, "optuna": optuna_fixed}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=["hpo", "optuna"], help="run one contender (profiling)")
+    parser.add_argument("--fixed", type=int, help="both train these many fixed configurations, no pruner")
+    parser.add_argument("--epochs", type=int, default=20, help="with --fixed: epochs per configuration")
     options = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    runners = {"hpo": run_hpo, "optuna": run_optuna}
+    if options.fixed:
+        runners = fixed_runners(options.fixed, options.epochs)
     walls: dict[str, dict[int, float]] = {"hpo": {}, "optuna": {}}  # by repeat
     cpus: dict[str, dict[int, float]] = {"hpo": {}, "optuna": {}}
     with tempfile.TemporaryDirectory(prefix="hpo-gap-") as root:
         for repeat in range(options.repeats):
-            order = [("hpo", run_hpo), ("optuna", run_optuna)]
+            order = list(runners.items())
             order = order if repeat % 2 == 0 else order[::-1]  # neither always goes first
             for name, runner in order:
                 if options.only and name != options.only:
