@@ -93,18 +93,27 @@ def run_one(scenario: Scenario, folder: Path, postgres_url: str | None, pg_data:
 def inject_into_a_run(session: Session, outcome: Outcome, fault: Fault, rng: random.Random) -> None:
     """Inject `fault` into a running study, restarting `hpo run` first when the last fault ended it. A run may also
     end while the fault looks for its target (a restarted run that fails at once and is restarted later by `finish`):
-    then the fault is tried once more on the next run, so that it lands on some run rather than on none (unless the
-    study is complete: then there is nothing left to hit)."""
+    then the fault is tried once more on the next run, so that it lands on some run rather than on none. A study that
+    is already complete is not started again for a fault: there is nothing left to hit."""
     for _ in range(2):
+        if not session.alive(("run",)) and _complete_already(session):
+            return  # the study ended before this fault: nothing left to hit (it stays not injected)
         if not session.alive(("run",)):
             restart(session, outcome)
             wait_for_first_trial(session)
         inject(session, fault, rng)
-        if fault.injected or session.alive(("run",)) or study_done(session):
+        if fault.injected or session.alive(("run",)):
             return
         outcome.notes.append(
             f"{fault.kind}: the run ended before it found a target; tried again on a new run"
         )
+
+
+def _complete_already(session: Session) -> bool:
+    try:
+        return study_done(session)
+    except Exception:  # no study to read yet (a run that died before creating it): not complete
+        return False
 
 
 def damaged_trials(scenario: Scenario) -> set[str]:

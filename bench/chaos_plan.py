@@ -34,6 +34,7 @@ FAULT_KINDS = (
 )
 EXCEPTION_SITES = ("model_init", "data", "compute_metrics")
 HEARTBEAT_S, GRACE_S = 1.0, 3.0
+MAX_FAULT_DELAY_S = 1.5  # each fault lands 0.2 s to this long after the one before it
 
 
 def time_scale() -> float:
@@ -85,7 +86,9 @@ def draw_scenario(
     )
     for _ in range(faults):
         kind = rng.choice(kinds) if kinds else "kill_trial"
-        scenario.faults.append(Fault(kind, round(rng.uniform(0.2, 4.0), 2), _detail(kind, rng)))
+        # Within the study's few seconds: a chaos study now ends 3-4 s after its first trial starts (it took twice
+        # that before the trial processes got faster), and a fault drawn later has nothing left to hit.
+        scenario.faults.append(Fault(kind, round(rng.uniform(0.2, MAX_FAULT_DELAY_S), 2), _detail(kind, rng)))
     return scenario
 
 
