@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import optuna
-from fixed_work import configurations, write_hpo_study
+from fixed_work import STEPS_PER_EPOCH, configurations, write_hpo_study
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDY_FILE = ROOT / "studies" / "digits_mlp.yaml"
@@ -77,15 +77,19 @@ def fixed_runners(count: int, epochs: int) -> dict[str, Callable[[Path], tuple[f
     """Both contenders on the same `count` configurations for `epochs` epochs, no pruner (bench/fixed_work.py)."""
     points = configurations(count)
 
+    steps = count * epochs * STEPS_PER_EPOCH
+
     def hpo_fixed(folder: Path) -> tuple[float, float, int, int]:
         study = write_hpo_study(folder, points, epochs)
         wall = timed([str(Path(sys.executable).with_name("hpo")), "run", str(study)])
-        return (wall, *best_of(f"sqlite:///{folder / 'out' / 'study.db'}", "digits_mlp"))
+        best, pruned, _ = best_of(f"sqlite:///{folder / 'out' / 'study.db'}", "digits_mlp")
+        return wall, best, pruned, steps
 
     def optuna_fixed(folder: Path) -> tuple[float, float, int, int]:
         glue = [sys.executable, str(ROOT / "bench" / "fixed_work.py"), "--out", str(folder)]
         wall = timed([*glue, "--fixed", str(count), "--epochs", str(epochs)])
-        return (wall, *best_of(f"sqlite:///{folder / 'study.db'}", "digits_mlp"))
+        best, pruned, _ = best_of(f"sqlite:///{folder / 'study.db'}", "digits_mlp")
+        return wall, best, pruned, steps
 
     return {"hpo": hpo_fixed, "optuna": optuna_fixed}
 
