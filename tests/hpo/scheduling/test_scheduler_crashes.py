@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -57,19 +58,33 @@ def test_a_killed_worker_is_replaced_and_its_stale_trial_resumes(tmp_path):
     assert resumed["message"] == f"resumed at step {int(retry.user_attrs['resume_from'].rsplit('-', 1)[1])}"
 
 
+def lines_until(run: subprocess.Popen, prefix: str) -> str:
+    """What the command printed up to and including its first line starting with `prefix` (all of it if it ended)."""
+    assert run.stdout is not None
+    read = []
+    while line := run.stdout.readline():
+        read.append(line)
+        if line.startswith(prefix):
+            break
+    return "".join(read)
+
+
 def test_a_second_ctrl_c_stops_everything_at_once(tmp_path):
-    slow_study(tmp_path, delay=0.3)  # slow steps: a graceful stop would take a while
+    # One slow step a second: the graceful stop the first Ctrl-C starts ends with the step, so a second Ctrl-C sent as
+    # soon as the first is acknowledged comes while it still runs (with 0.3 s steps it raced the step's end).
+    slow_study(tmp_path, delay=1.0, training={"save_steps": 1})
     run = start_hpo(tmp_path, "run", "--n-trials", "1")
     try:
         victim = wait_for(
-            lambda: running_trial_with_checkpoint(tmp_path, 0, 4), what="trial 0 at checkpoint-4"
+            lambda: running_trial_with_checkpoint(tmp_path, 0, 2), what="trial 0 at checkpoint-2"
         )
         worker_pid = int(victim.user_attrs["worker"].rsplit(":", 1)[1])
         run.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        before = lines_until(run, "stopping:")  # the first Ctrl-C handled: a second is not merged into it
         started = time.monotonic()
         run.send_signal(signal.SIGINT)
         output, _ = run.communicate(timeout=30)
+        output = before + output
         stopped_in = time.monotonic() - started
     finally:
         kill_quietly(run)
