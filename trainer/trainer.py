@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,9 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         default = [DefaultFlowCallback, PrinterCallback if self.args.disable_tqdm else ProgressCallback]
         self.callback_handler = CallbackHandler(default + list(callbacks or []))
         self.callback_handler.bind(
-            trainer=self,
+            # A weak proxy: the handler is the Trainer's own, and a strong reference back would make a cycle that
+            # keeps a dropped Trainer (its model, optimizer, CUDA memory) until the garbage collector comes round.
+            trainer=weakref.proxy(self),
             model=self.model,
             processing_class=processing_class,
             optimizer=None,

@@ -172,9 +172,10 @@ def trial_process(job: TrialJob, rank: int, port: int, connection: Connection | 
 
 
 class GrowthCollector:
-    """A warm trial process's memory between trials. The last trial's Trainer, model and optimizer sit in reference
-    cycles (the Trainer and its callback handler hold each other), freed only when the garbage collector's thresholds
-    come round; a full collection costs about 20 ms a time on digits. So collect only once the process has grown by
+    """A warm trial process's memory between trials. The Trainer frees its model and optimizer when the trial drops
+    it (tests/trainer/test_release.py), but what a task's own code leaves in a reference cycle (a model or dataset that
+    refers to itself) is freed only when the garbage collector's thresholds come round; a full collection costs about
+    20 ms a time on digits. So collect only once the process has grown by
     `threshold` bytes since the last one: a large model is freed before the next trial builds its own, a small one
     costs nothing."""
 

@@ -1,5 +1,5 @@
 """A warm trial process (a PBT member's, on the CPU) gives a finished trial's memory back before the next trial once it
-has grown: the Trainer and its callback handler hold each other, so a model outlives its trial until a collection."""
+has grown: what a task leaves in a reference cycle outlives its trial until a collection."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hpo.scheduling.child import GrowthCollector
 
 
 class Cycle:
-    """A large tensor in a reference cycle, as a finished trial's model sits in its Trainer's."""
+    """A large tensor in a reference cycle, as a task's model that refers to itself leaves it."""
 
     def __init__(self, megabytes: int) -> None:
         self.weights = torch.ones(megabytes * 2**18)  # float32, written: resident

@@ -3,7 +3,9 @@ state, its own folder, and the user attributes a user reads afterwards."""
 
 from __future__ import annotations
 
+import gc
 import socket
+import weakref
 from pathlib import Path
 
 import torch
@@ -96,3 +98,31 @@ def test_a_resumed_trial_adds_its_training_time_to_the_pieces_before(tmp_path: P
     fresh = study.ask()
     fresh.set_user_attr("duration_s", 100.0)  # not resumed: an attribute from elsewhere is not added
     assert run_trial(spec, study, fresh).user_attrs["duration_s"] < 100.0
+
+
+class KeepsTheModel(TrainerCallback):
+    """A weak reference to each trial's model, taken when training begins."""
+
+    def __init__(self) -> None:
+        self.models: list[weakref.ref] = []
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.models.append(weakref.ref(model))
+
+
+def test_a_finished_trial_leaves_its_model_to_no_one(tmp_path: Path) -> None:
+    # What a warm process (a PBT member's) relies on: without the full collection that run_trial skips there, the
+    # trial's model, optimizer and Trainer are freed when it returns, before the next trial builds its own.
+    spec = load_study_spec(write_study(tmp_path, tracking={"store": True}))
+    study = open_study(spec)
+    watch = KeepsTheModel()
+    gc.collect()
+    gc.disable()
+    try:
+        trial = study.ask()
+        outcome = run_trial(spec, study, trial, extra_callbacks=[watch], release_memory=False)
+        record_outcome(study, trial, outcome)
+        assert outcome.state == TrialState.COMPLETE, outcome.error
+        assert watch.models[0]() is None
+    finally:
+        gc.enable()
