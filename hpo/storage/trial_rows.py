@@ -21,6 +21,7 @@ from optuna import distributions
 from optuna.storages._rdb import models
 from optuna.trial import FrozenTrial
 
+_STUDIES = models.StudyModel.__table__
 _TRIALS = models.TrialModel.__table__
 _PARAMS = models.TrialParamModel.__table__
 _VALUES = models.TrialValueModel.__table__
@@ -47,7 +48,6 @@ def read_trials(
     trial_id_greater_than: int,
 ) -> list[FrozenTrial]:
     """As `RDBStorage._get_trials(study_id, states, included_trial_ids, trial_id_greater_than)`, in `session`."""
-    models.StudyModel.find_or_raise_by_id(study_id, session)  # the same error for a study that is gone
     condition = _TRIALS.c.study_id == study_id
     if states is not None:
         assert isinstance(states, Iterable)
@@ -60,11 +60,20 @@ def read_trials(
         condition = condition & (_TRIALS.c.trial_id > trial_id_greater_than)
     trials = session.execute(sqlalchemy.select(_TRIALS).where(condition).order_by(_TRIALS.c.trial_id)).all()
     if not trials:
+        _raise_if_gone(session, study_id)
         return []
     chosen = sqlalchemy.select(_TRIALS.c.trial_id).where(condition).scalar_subquery()
     children = {table: _rows_of(session, table, chosen) for table in (_PARAMS, _VALUES, _USER, _SYSTEM)}
     intermediate = _rows_of(session, _INTERMEDIATE, chosen)
     return [_frozen(row, children, intermediate) for row in trials]
+
+
+def _raise_if_gone(session: Any, study_id: int) -> None:
+    """Optuna's error for a study that is gone. Asked only when no trial came back: a trial row names its study (a
+    foreign key), so any row proves the study is there, and the ORM query this replaces was a fifth of a read."""
+    found = session.execute(sqlalchemy.select(_STUDIES.c.study_id).where(_STUDIES.c.study_id == study_id)).first()
+    if found is None:
+        raise KeyError(models.NOT_FOUND_MSG)
 
 
 def _rows_of(session: Any, table: sqlalchemy.Table, chosen: Any) -> dict[int, list[Any]]:

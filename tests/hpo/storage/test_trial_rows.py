@@ -101,6 +101,19 @@ def test_a_study_reads_back_through_the_lean_reader(tmp_path: Path) -> None:
     assert again.trials[5].system_attrs["fixed_params"] == {"lr": 0.01}
 
 
+def test_a_study_without_trials_reads_empty_and_a_deleted_one_raises_as_optuna_does(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="empty", storage=create_storage(url))
+    backend = unwrap_rdb(study._storage)
+    assert backend._get_trials(study._study_id, None, set(), -1) == []
+    optuna.delete_study(study_name="empty", storage=create_storage(url))
+    with pytest.raises(KeyError) as ours:
+        backend._get_trials(study._study_id, None, set(), -1)
+    with pytest.raises(KeyError) as optunas:
+        RDBStorage._get_trials(backend, study._study_id, None, set(), -1)
+    assert str(ours.value) == str(optunas.value)
+
+
 def test_a_reader_does_not_wait_for_a_writer_holding_the_database(tmp_path: Path) -> None:
     """Another process holds SQLite's write lock (BEGIN IMMEDIATE, as every hpo write does) for a second: reading
     the trials meanwhile returns at once instead of queueing behind it."""
