@@ -71,7 +71,9 @@ def read_trials(
 def _raise_if_gone(session: Any, study_id: int) -> None:
     """Optuna's error for a study that is gone. Asked only when no trial came back: a trial row names its study (a
     foreign key), so any row proves the study is there, and the ORM query this replaces was a fifth of a read."""
-    found = session.execute(sqlalchemy.select(_STUDIES.c.study_id).where(_STUDIES.c.study_id == study_id)).first()
+    found = session.execute(
+        sqlalchemy.select(_STUDIES.c.study_id).where(_STUDIES.c.study_id == study_id)
+    ).first()
     if found is None:
         raise KeyError(models.NOT_FOUND_MSG)
 
