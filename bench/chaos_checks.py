@@ -113,7 +113,9 @@ def check_asha(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     scheduler = spec.study.scheduler
     if scheduler is None or scheduler.type != "asha":
         return []
-    levels = rung_levels(scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor)
+    levels = rung_levels(
+        scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor, scheduler.max_rungs
+    )
     eta, problems = scheduler.reduction_factor, []
     reached: dict[int, dict[int, float]] = {}  # configuration (first trial) -> step -> value
     last: dict[int, FrozenTrial] = {}

@@ -46,7 +46,10 @@ def study_section(method: Method, problem: Problem) -> dict[str, Any]:
     if method.asha:
         levels = method.levels or problem.asha_levels
         # hpo lays its rungs out from min_resource alone: they must be the levels the simulator pauses at
-        assert rung_levels(levels[0], problem.steps, problem.eta) == list(levels), (levels, problem.name)
+        assert rung_levels(levels[0], problem.steps, problem.eta, len(levels)) == list(levels), (
+            levels,
+            problem.name,
+        )
         return {
             "scheduler": {
                 "type": "asha",
@@ -54,6 +57,7 @@ def study_section(method: Method, problem: Problem) -> dict[str, Any]:
                 "min_resource": levels[0],
                 "max_resource": problem.steps,
                 "reduction_factor": problem.eta,
+                "max_rungs": len(levels),
                 "continue_in_place": method.in_place,
                 "promote_underfilled": method.underfilled,
                 "rank_gate": (

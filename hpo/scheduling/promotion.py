@@ -75,7 +75,9 @@ class AshaPlan:
         if scheduler is None or scheduler.type != "asha":
             return None
         assert scheduler.max_resource is not None  # filled by the spec's validator
-        levels = rung_levels(scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor)
+        levels = rung_levels(
+            scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor, scheduler.max_rungs
+        )
         return cls(
             levels=tuple(levels),
             eta=scheduler.reduction_factor,

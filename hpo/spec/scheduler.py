@@ -1,28 +1,34 @@
 """`study.scheduler`: a scheduler that pauses trials at rungs and continues the promising ones (promotion-type ASHA).
 
-    scheduler: {type: asha}                 # one rung, at a third of the training length (the measured default)
+    scheduler: {type: asha}                 # one rung, at the first evaluation, judging once 2 trials have finished
     scheduler: {type: asha, resource: steps, min_resource: 4, max_resource: 36, reduction_factor: 3}
+    scheduler: {type: asha, ..., max_rungs: 1}                 # only the lowest rung
     scheduler: {type: asha, ..., promote_underfilled: false}   # the paper's rule (no promotion below eta trials)
     scheduler: {type: asha, rank_gate: false}          # judge at the rung from the first trial
+    scheduler: {type: asha, rank_gate: true}           # judge once 8 finished trials show the rung ranks them
     scheduler: {type: asha, rank_gate: {min_pairs: 5, min_correlation: 0.8}}
 
-A trial trains to min_resource * reduction_factor^k (global steps, or epochs with `resource: epochs`), reports its
-objective there, saves a checkpoint and pauses; `hpo.scheduling.promotion` decides which paused trials continue.
-`max_resource` is the trial's full length: it becomes `training.max_steps` (or `num_train_epochs`), so the learning-rate
-schedule is laid out for it from the start and a promoted trial ends bitwise equal to one trained straight through.
-It defaults to the training length the file gives. Optuna pruners stop trials instead; a study has one or the other.
+A trial trains to min_resource * reduction_factor^k (global steps, or epochs with `resource: epochs`), at most
+`max_rungs` of them, reports its objective there, saves a checkpoint and pauses; `hpo.scheduling.promotion` decides
+which paused trials continue. `max_resource` is the trial's full length: it becomes `training.max_steps` (or
+`num_train_epochs`), so the learning-rate schedule is laid out for it from the start and a promoted trial ends bitwise
+equal to one trained straight through. It defaults to the training length the file gives. Optuna pruners stop trials
+instead; a study has one or the other.
 
-`min_resource` defaults to max_resource / reduction_factor, rounded up: one rung, where the top third goes on. The
-paper's min_resource of 1 (rungs at 1, 3, 9 epochs of 20) screens many configurations on their first epoch; on every
-problem bench/search records (an MLP and a CNN on digits, LoRA on MiniLM: 30-trial budgets, 100 seeds) that reached
-the targets later than one rung at a third, and on digits it never reached the 95th percentile on most seeds, even
-with four times the budget (docs/benchmarks.md, "Which search finds a good model soonest").
+Without `min_resource` the study gets one rung at its first evaluation (`eval_steps` with `eval_strategy: steps`, the
+first epoch with `resource: epochs`; without a cadence in the resource's unit, a third of the length), where the top
+third goes on, and the rung judges once two trials have run to the end (`rank_gate: {min_pairs: 2, min_correlation:
+-1}`: until then a trial at the rung trains on). On the three problems bench/search records (an MLP and a CNN on
+digits, LoRA on MiniLM: 100 seeds, 2 workers) that reached the targets sooner than one rung at a third behind the
+correlation gate (digits' 95th percentile in 4.2 s against 5.6, the CNN's in 7.9 s against 10.5), sooner than several
+rungs from the first evaluation, and sooner than Optuna's successive halving except the CNN's 90th percentile; on
+MiniLM random search still reaches the top target first (docs/benchmarks.md, "Which search finds a good model soonest").
+Without the two finished trials, the rung cut the first, often best, trials short on MiniLM.
 
-`rank_gate` (hpo.scheduling.rank_gate): the rung judges only once the study has seen its values rank the final
-scores: at least `min_pairs` completed trials whose value at the rung and final score have a Spearman correlation of at
-least `min_correlation` (8 and 0.7); until then a trial at the rung trains on. It is on by default with the default
-rung (min_resource left out), and off when min_resource is given (rungs chosen by hand judge from the first trial)
-unless set; `true` turns it on with its defaults, `false` off.
+`rank_gate` (hpo.scheduling.rank_gate): the rung judges only once at least `min_pairs` completed trials have a
+Spearman correlation of at least `min_correlation` between their value at the rung and their final score; until then a
+trial at the rung trains on. `true` turns on the correlation gate (8 pairs, 0.7), `false` turns any gate off; it is
+off when min_resource is given (rungs chosen by hand judge from the first trial) unless set.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ from pydantic import Field, field_validator
 from hpo.spec.base import Section
 from hpo.spec.errors import FieldProblem
 
+# The default rung judges once this many trials have run to the end (and not before: a rung with nothing finished to
+# compare against cut the first, often best, trials short on LoRA on MiniLM; bench/search, docs/benchmarks.md).
+STARTUP_TRIALS = 2
+
 
 class RankGateSpec(Section):
     enabled: bool = True  # `rank_gate: true` / `false` in a file set this alone
@@ -45,9 +55,12 @@ class RankGateSpec(Section):
 class SchedulerSpec(Section):
     type: Literal["asha"] = "asha"
     resource: Literal["steps", "epochs"] = "steps"
-    min_resource: int | None = Field(None, ge=1)  # None: ceil(max_resource / reduction_factor), one rung
+    min_resource: int | None = Field(None, ge=1)  # None: one rung at the first evaluation (settle)
     max_resource: int | None = Field(None, ge=1)
     reduction_factor: int = Field(3, ge=2)
+    # At most this many rungs, the lowest: min_resource, min_resource * reduction_factor, ... None: every level below
+    # max_resource. With min_resource left out: 1.
+    max_rungs: int | None = Field(None, ge=1)
     # A trial the rule would promote the moment it reaches its rung trains on without pausing. false: every promotion
     # is a pause and a resume (the paper's ASHA; what a promotion costs shows in `hpo status`).
     continue_in_place: bool = True
@@ -88,18 +101,35 @@ class SchedulerSpec(Section):
                 "study.scheduler.max_resource",
                 f"is {self.max_resource} but training.{key} is {given}; give the length once (max_resource sets it)",
             )
-        if self.rank_gate is None:
-            self.rank_gate = RankGateSpec(enabled=self.min_resource is None)
         if self.min_resource is None:
             if self.max_resource < 2:
                 raise FieldProblem(
                     "study.scheduler.max_resource",
                     f"is {self.max_resource} {self.resource}: too short to pause; count in steps (resource: steps)",
                 )
-            self.min_resource = math.ceil(self.max_resource / self.reduction_factor)
+            self.min_resource = self._first_evaluation(training)
+            self.max_rungs = self.max_rungs or 1
+            if self.rank_gate is None:
+                self.rank_gate = RankGateSpec(min_pairs=STARTUP_TRIALS, min_correlation=-1.0)
+        if self.rank_gate is None:
+            self.rank_gate = RankGateSpec(enabled=False)  # rungs chosen by hand judge from the first trial
         if self.min_resource >= self.max_resource:
             raise FieldProblem(
                 "study.scheduler.min_resource",
                 f"must be below max_resource ({self.max_resource}), or no trial ever pauses",
             )
         return {**training, key: self.max_resource}
+
+    def _first_evaluation(self, training: dict[str, Any]) -> int:
+        """Where the default rung goes: the first evaluation of the training section (its first epoch with
+        `resource: epochs`; `eval_steps`, or a fraction of the length, with `eval_strategy: steps`). Without a cadence
+        in the resource's unit (evaluation each epoch, counted in steps), or one past the end: a third of the
+        length, the default before bench/search measured the first evaluation."""
+        third = math.ceil(self.max_resource / self.reduction_factor)  # type: ignore[operator]
+        if self.resource == "epochs":
+            return 1
+        if str(training.get("eval_strategy", "no")) != "steps":
+            return third
+        every = float(training.get("eval_steps") or training.get("logging_steps") or 500)
+        first = math.ceil(every * self.max_resource) if every < 1 else int(every)  # type: ignore[operator]
+        return first if first < self.max_resource else third  # type: ignore[operator]

@@ -23,6 +23,10 @@ from bench.search.problems import ROOT
             "mftpe+asha-gated",
             12,
         ),  # 8 trials run through the closed gate, the next ones are judged (if it opens)
+        (
+            "mftpe+asha-first-eval",
+            9,
+        ),  # hpo's default: 2 trials to the end, then judged at the first evaluation
         ("tpe+hyperband", 9),
     ],
 )

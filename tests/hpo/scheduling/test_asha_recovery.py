@@ -169,12 +169,16 @@ def test_two_processes_on_one_database_never_promote_a_trial_twice(tmp_path):
 
 
 def test_sigkill_while_trials_train_through_a_closed_rank_gate_loses_no_trial(tmp_path):
-    # The default rung (step 6 of 18) behind its rank gate, closed for a 6-trial study: trials report at the rung and
-    # train on. A kill while one trains past the rung; the next run retries it from its checkpoint and ends every
-    # configuration COMPLETE, none paused, none counted twice.
+    # The default rung (the first evaluation: step 4 of 18) behind the correlation gate (`rank_gate: true`: 8 pairs),
+    # closed for a 6-trial study: trials report at the rung and train on. A kill while one trains past the rung; the
+    # next run retries it from its checkpoint and ends every configuration COMPLETE, none paused, none counted twice.
     slow_study(
         tmp_path,
-        study={"n_trials": 6, "scheduler": {"type": "asha"}, "sampler": {"type": "random", "seed": 1}},
+        study={
+            "n_trials": 6,
+            "scheduler": {"type": "asha", "rank_gate": True},
+            "sampler": {"type": "random", "seed": 1},
+        },
         training={"max_steps": 18},
         resources={"workers": 2},
     )
@@ -182,7 +186,7 @@ def test_sigkill_while_trials_train_through_a_closed_rank_gate_loses_no_trial(tm
     try:
 
         def past_the_rung():
-            return any(t.state == TrialState.RUNNING and 6 in pause.boundaries(t) for t in trials(tmp_path))
+            return any(t.state == TrialState.RUNNING and 4 in pause.boundaries(t) for t in trials(tmp_path))
 
         wait_for(past_the_rung, timeout=120, what="a trial training past its rung")
         os.kill(first.pid, signal.SIGKILL)
@@ -198,4 +202,4 @@ def test_sigkill_while_trials_train_through_a_closed_rank_gate_loses_no_trial(tm
     for trial in configurations:
         assert trial.user_attrs["global_step"] == 18
         # a retry that resumed past the rung reports no value there: its predecessor did
-        assert 6 in pause.boundaries(trial) or trial.user_attrs.get("requeued_from_trial") is not None
+        assert 4 in pause.boundaries(trial) or trial.user_attrs.get("requeued_from_trial") is not None

@@ -122,48 +122,56 @@ def test_the_first_trial_goes_on_at_once_under_the_default_rule(tmp_path):
     assert first.system_attrs.get(pause.RESUMED_AT) or first.user_attrs.get("pruned_step") == 4
 
 
-def test_without_min_resource_the_rung_judges_nothing_until_its_rank_gate_opens(tmp_path):
-    # `scheduler: {type: asha}` with the length from training.max_steps (15, eta 3): one rung, at step 5, behind the
-    # rank gate (8 completed trials). With 6 trials it never opens: every trial reports at step 5, trains on without
-    # pausing and completes, as if promoted there.
+def test_without_min_resource_one_rung_at_the_first_evaluation_judges_after_two_finished_trials(tmp_path):
+    # `scheduler: {type: asha}` with the length from training.max_steps (15) and an evaluation every 4 steps: one rung,
+    # at step 4 (not 4 and 12). The first two trials run through it unjudged; from then on the ones not promoted end
+    # PRUNED at step 4, the others run to 15.
     run_study(
-        asha_study(tmp_path, n_trials=6, study={"scheduler": {"type": "asha"}}, training={"max_steps": 15}),
-        workers=1,
-        dry_run=False,
-    )
-    found = trials(tmp_path)
-    assert len(found) == 6 and {t.state for t in found} == {TrialState.COMPLETE}
-    for trial in found:
-        assert sorted(pause.boundaries(trial)) == [5] and trial.user_attrs["global_step"] == 15
-        assert not trial.system_attrs.get(pause.RESUMED_AT)  # never paused
-        assert trial.system_attrs[IN_PLACE] == [5]
-    spec = load_study_spec(tmp_path / "study.yaml")
-    study = load_existing_study(spec)
-    assert rung_rows(study, spec)[0]["gate"] == "closed: 6 of 8 pairs"  # what `hpo status` shows
-
-
-def test_once_the_rank_gate_opens_every_trial_is_judged_once_at_a_third_of_its_length(tmp_path):
-    # A gate that opens after two completed trials, whatever they show: the first two run through step 5 unjudged;
-    # from then on the ones not promoted end PRUNED at step 5, the others run to 15.
-    scheduler = {"type": "asha", "rank_gate": {"min_pairs": 2, "min_correlation": -1.0}}
-    run_study(
-        asha_study(tmp_path, n_trials=8, study={"scheduler": scheduler}, training={"max_steps": 15}),
+        asha_study(
+            tmp_path,
+            n_trials=8,
+            study={"scheduler": {"type": "asha"}},
+            training={"max_steps": 15, "eval_steps": 4},
+        ),
         workers=1,
         dry_run=False,
     )
     found = sorted(trials(tmp_path), key=lambda t: t.number)
     spec = load_study_spec(tmp_path / "study.yaml")
     study = load_existing_study(spec)
-    assert rung_rows(study, spec)[0]["gate"].startswith("open: ")
+    assert rung_rows(study, spec)[0]["gate"].startswith("open: ")  # what `hpo status` shows
     assert len(found) == 8 and {t.state for t in found} == {TrialState.COMPLETE, TrialState.PRUNED}
     assert [t.state for t in found[:2]] == [TrialState.COMPLETE] * 2
-    assert all(t.system_attrs.get(IN_PLACE) == [5] for t in found[:2])
+    assert all(t.system_attrs.get(IN_PLACE) == [4] for t in found[:2])
     for trial in found:
-        assert sorted(pause.boundaries(trial)) == [5]
+        assert sorted(pause.boundaries(trial)) == [4]
         if trial.state == TrialState.PRUNED:
-            assert trial.user_attrs["pruned_step"] == 5
+            assert trial.user_attrs["pruned_step"] == 4
         else:
             assert trial.user_attrs["global_step"] == 15
+
+
+def test_the_correlation_gate_keeps_the_rung_from_judging_until_its_values_rank(tmp_path):
+    # `rank_gate: true`: the rung judges once 8 completed trials show a rank correlation of 0.7 between their value
+    # there and their final score. With 6 trials it never opens: every trial reports at the rung (step 4), trains on
+    # without pausing and completes, as if promoted there.
+    scheduler = {"type": "asha", "rank_gate": True}
+    run_study(
+        asha_study(
+            tmp_path, n_trials=6, study={"scheduler": scheduler}, training={"max_steps": 15, "eval_steps": 4}
+        ),
+        workers=1,
+        dry_run=False,
+    )
+    found = trials(tmp_path)
+    assert len(found) == 6 and {t.state for t in found} == {TrialState.COMPLETE}
+    for trial in found:
+        assert sorted(pause.boundaries(trial)) == [4] and trial.user_attrs["global_step"] == 15
+        assert not trial.system_attrs.get(pause.RESUMED_AT)  # never paused
+        assert trial.system_attrs[IN_PLACE] == [4]
+    spec = load_study_spec(tmp_path / "study.yaml")
+    study = load_existing_study(spec)
+    assert rung_rows(study, spec)[0]["gate"] == "closed: 6 of 8 pairs"
 
 
 def test_tpe_under_asha_learns_from_paused_trials_in_a_real_run(tmp_path):

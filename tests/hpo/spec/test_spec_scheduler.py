@@ -33,34 +33,57 @@ def test_max_resource_sets_the_training_length():
 
 
 @pytest.mark.parametrize(
-    ("resource", "length", "eta", "levels"),
+    ("resource", "length", "evaluation", "levels"),
     [
-        ("steps", 900, 3, [300]),
-        ("epochs", 20, 3, [7]),
-        ("steps", 48, 3, [16]),
-        ("steps", 10, 2, [5]),
-        ("epochs", 2, 3, [1]),
+        ("steps", 900, {"eval_strategy": "steps", "eval_steps": 45}, (45,)),  # one rung, not 45, 135, 405
+        ("steps", 48, {"eval_strategy": "steps", "eval_steps": 0.125}, (6,)),  # a fraction of the length
+        (
+            "steps",
+            48,
+            {"eval_strategy": "steps", "logging_steps": 12},
+            (12,),
+        ),  # eval_steps defaults to logging's
+        ("epochs", 20, {"eval_strategy": "epoch"}, (1,)),
+        ("steps", 900, {"eval_strategy": "epoch"}, (300,)),  # no cadence in steps: a third of the length
+        ("steps", 900, {"eval_strategy": "no"}, (300,)),
+        (
+            "steps",
+            450,
+            {"eval_strategy": "steps", "eval_steps": 500},
+            (150,),
+        ),  # the first evaluation past the end
     ],
 )
-def test_without_min_resource_one_rung_at_a_third_of_the_length(resource, length, eta, levels):
-    scheduler = {"type": "asha", "resource": resource, "max_resource": length, "reduction_factor": eta}
-    data = study(**{"study.scheduler": scheduler, "training.num_train_epochs": None})
-    settled = parse_study_spec(data).study.scheduler
-    assert rung_levels(settled.min_resource, settled.max_resource, settled.reduction_factor) == levels
+def test_without_min_resource_one_rung_at_the_first_evaluation(resource, length, evaluation, levels):
+    scheduler = {"type": "asha", "resource": resource, "max_resource": length}
+    changes = {f"training.{key}": value for key, value in evaluation.items()}
+    data = study(**{"study.scheduler": scheduler, "training.num_train_epochs": None, **changes})
+    plan = AshaPlan.of(parse_study_spec(data))
+    assert plan is not None and plan.levels == levels
+
+
+def test_max_rungs_keeps_the_lowest_rungs():
+    scheduler = {**ASHA, "max_resource": 27, "max_rungs": 2}
+    plan = AshaPlan.of(
+        parse_study_spec(study(**{"study.scheduler": scheduler, "training.num_train_epochs": None}))
+    )
+    assert plan is not None and plan.levels == (1, 3)  # not 9
+    assert rung_levels(1, 27, 3) == [1, 3, 9]
 
 
 @pytest.mark.parametrize(
     ("given", "gate"),
     [
-        ({}, (8, 0.7)),  # the default rung: gated
+        ({}, (2, -1.0)),  # the default rung: it judges once two trials have run to the end
         ({"min_resource": 1}, None),  # rungs chosen by hand judge from the first trial
         ({"min_resource": 1, "rank_gate": True}, (8, 0.7)),
+        ({"rank_gate": True}, (8, 0.7)),  # the correlation gate on the default rung
         ({"rank_gate": False}, None),
         ({"rank_gate": {"min_pairs": 5}}, (5, 0.7)),
         ({"rank_gate": {"min_pairs": 4, "min_correlation": 0.9}}, (4, 0.9)),
     ],
 )
-def test_the_rank_gate_is_on_with_the_default_rung_and_off_with_rungs_given(given, gate):
+def test_the_default_rung_waits_for_two_finished_trials_and_rungs_given_judge_at_once(given, gate):
     data = study(**{"study.scheduler": {"type": "asha", **given}, "training.max_steps": 30})
     plan = AshaPlan.of(parse_study_spec(data))
     assert plan is not None
