@@ -182,6 +182,7 @@ def main() -> None:
         "--methods", default=DEFAULT_METHODS, help="comma-separated names (bench/search/methods.py)"
     )
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--json", type=Path, help="every run's figures, real and simulated")
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -193,11 +194,12 @@ def main() -> None:
     print(
         f"{options.problem}: budget {budget_s:.1f} s of the recording's time, {budget_s * factor:.1f} s here (this "
         f"machine takes {factor:.2f}x the recorded time), {recording.problem.workers} workers, "
-        f"seeds 0-{options.seeds - 1}; real times below are in the recording's seconds"
+        f"seeds {options.first_seed}-{options.first_seed + options.seeds - 1}; real times below are in the "
+        "recording's seconds"
     )
     rows: dict[str, list[tuple[dict, dict]]] = {m.name: [] for m in methods}
     started = time.time()
-    for seed in range(options.seeds):
+    for seed in range(options.first_seed, options.first_seed + options.seeds):
         for method in methods:
             real, simulated = one_seed(recording, method, seed, budget_s, factor)
             rows[method.name].append((real, simulated))
