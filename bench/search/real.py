@@ -182,7 +182,9 @@ def main() -> None:
         "--methods", default=DEFAULT_METHODS, help="comma-separated names (bench/search/methods.py)"
     )
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1"
+    )
     parser.add_argument("--json", type=Path, help="every run's figures, real and simulated")
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
