@@ -27,16 +27,23 @@ CHECKPOINT_PREFIX = "checkpoint-"
 
 
 def top_trials(study: optuna.Study, k: int, trials: list[FrozenTrial] | None = None) -> list[FrozenTrial]:
-    """The k best COMPLETE trials: by value with one objective; the Pareto front (first objective's order) with several.
-    `trials`: the study's trials when the caller has just read them (each read goes to the database)."""
+    """The k best COMPLETE trials: by value with one objective; with several, each objective's k best of the Pareto
+    front (in the first objective's order). `hpo export --metric M` takes the front's best at M, so every metric's best
+    keeps its checkpoint (by the first objective alone, the front's best at the others lost theirs). `trials`: the
+    study's trials when the caller has just read them (each read goes to the database)."""
     if k <= 0:
         return []
     trials = study.get_trials(deepcopy=False) if trials is None else trials
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     if len(study.directions) > 1:
         front = study.best_trials
+        chosen: dict[int, FrozenTrial] = {}
+        for index, direction in enumerate(study.directions):
+            maximize = direction == optuna.study.StudyDirection.MAXIMIZE
+            for trial in sorted(front, key=lambda t: t.values[index], reverse=maximize)[:k]:
+                chosen[trial.number] = trial
         first_max = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
-        return sorted(front, key=lambda t: t.values[0], reverse=first_max)[:k]
+        return sorted(chosen.values(), key=lambda t: t.values[0], reverse=first_max)
     return ranked_complete(study, complete)[:k]
 
 
