@@ -172,7 +172,8 @@ def _shape(spec: dict[str, Any], study: str) -> None:
             "type": "pbt",
             "population": 4,
             "perturbation_interval": 4,
-            "max_resource": 12,
+            # 6 intervals: with the warm member process, 3 ended the study before a second fault could land
+            "max_resource": 24,
             "quantile_fraction": 0.25,
             "resample_probability": 0.0,
             "mutations": {"learning_rate": {"factors": [0.5, 2.0]}},
