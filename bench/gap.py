@@ -9,8 +9,8 @@
 `bench/peer_optuna.py` (TPE + Hyperband, 2 `spawn` processes on one SQLite storage) run one after the other, alternating, so a
 load that comes and goes on a shared machine weighs on both. Wall time is the whole command, start-up included; CPU
 time is the user + system seconds of the command and every process it waited for (less sensitive to other work on the
-machine than wall time, but blind to how well the cores were kept busy). Target: median wall ratio hpo / Optuna <= 1.1
-with the same best-accuracy band.
+machine than wall time, but blind to how well the cores were kept busy). Target (issue 26): median wall ratio
+hpo / Optuna <= 1.05 with the same best-accuracy band.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def run(
       hpo run studies/digits_mlp.yaml --workers 2
       hpo run studies/digits_mlp.yaml --n-trials 40    (again: raise the total and continue)
       hpo run studies/digits_mlp.yaml --launcher slurm --workers 8 --storage postgresql://user@db/hpo"""
-    console = Console()
+    console = Console(soft_wrap=True)  # a line piped to a log stays one line (rich wraps at 80 columns there)
     gpu_ids = parse_gpus(gpus)  # a usage error before anything is loaded
     finished: list[FrozenTrial] = []
 

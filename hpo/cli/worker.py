@@ -46,7 +46,7 @@ def worker(
     \b
     Example:
       hpo worker studies/digits_mlp.yaml --storage postgresql://user@db-host/hpo --gpus 0,1"""
-    console = Console()
+    console = Console(soft_wrap=True)  # a line piped to a log stays one line (rich wraps at 80 columns there)
     gpu_ids = parse_gpus(gpus)  # a usage error before anything is loaded
     spec = load_study(study_file, storage, overrides)
     url = storage_url(spec, storage)

@@ -107,7 +107,7 @@ class SchedulerSpec(Section):
                     "study.scheduler.max_resource",
                     f"is {self.max_resource} {self.resource}: too short to pause; count in steps (resource: steps)",
                 )
-            self.min_resource = self._first_evaluation(training)
+            self.min_resource = self._first_evaluation(training, self.max_resource)
             self.max_rungs = self.max_rungs or 1
             if self.rank_gate is None:
                 self.rank_gate = RankGateSpec(min_pairs=STARTUP_TRIALS, min_correlation=-1.0)
@@ -120,16 +120,16 @@ class SchedulerSpec(Section):
             )
         return {**training, key: self.max_resource}
 
-    def _first_evaluation(self, training: dict[str, Any]) -> int:
+    def _first_evaluation(self, training: dict[str, Any], length: int) -> int:
         """Where the default rung goes: the first evaluation of the training section (its first epoch with
         `resource: epochs`; `eval_steps`, or a fraction of the length, with `eval_strategy: steps`). Without a cadence
         in the resource's unit (evaluation each epoch, counted in steps), or one past the end: a third of the
         length, the default before bench/search measured the first evaluation."""
-        third = math.ceil(self.max_resource / self.reduction_factor)  # type: ignore[operator]
+        third = math.ceil(length / self.reduction_factor)
         if self.resource == "epochs":
             return 1
         if str(training.get("eval_strategy", "no")) != "steps":
             return third
         every = float(training.get("eval_steps") or training.get("logging_steps") or 500)
-        first = math.ceil(every * self.max_resource) if every < 1 else int(every)  # type: ignore[operator]
-        return first if first < self.max_resource else third  # type: ignore[operator]
+        first = math.ceil(every * length) if every < 1 else int(every)
+        return first if first < length else third

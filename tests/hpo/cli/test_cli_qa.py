@@ -117,6 +117,17 @@ def test_run_says_how_many_trials_this_run_finished(tmp_path, capsys, monkeypatc
     assert "the study has 2 complete" in out
 
 
+def test_run_lines_piped_to_a_log_are_not_cut_at_80_columns(tmp_path, capsys, monkeypatch):
+    # Output piped to a file or CI log has no terminal width: rich would break each long line at 80 columns.
+    monkeypatch.setenv("COLUMNS", "80")
+    path = _study_with_trials(tmp_path, 2, [_trial(TrialState.COMPLETE, 0.5)])
+    code, out, err = _cli(["run", str(path), "--in-process", "--no-dry-run"], capsys)
+    assert code == 0, err
+    best_line = next(line for line in out.splitlines() if line.startswith("best trial: #"))
+    # the trial, its values and its checkpoint on one line
+    assert len(best_line) > 80 and "checkpoint: " in best_line
+
+
 def test_status_fits_80_columns_and_explains_failed_trials(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     interrupted = {"error": "interrupted at step 49", "requeued": True}
