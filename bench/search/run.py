@@ -147,16 +147,23 @@ def main() -> None:
         help="Ray's interpreter: add Ray Tune's ASHA as a peer (bench/search/peer_ray.py)",
     )
     parser.add_argument(
-        "--json", type=Path, help="default: runs/bench_search_<problem>.json (one problem only)"
+        "--json",
+        type=Path,
+        help="default: runs/bench_search_<problem>.json; several problems: one file each, <stem>_<problem>.json",
     )
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     names = sorted(PROBLEMS) if options.problem == "all" else [options.problem]
     for name in names:
-        out = (
-            options.json if options.json and len(names) == 1 else ROOT / "runs" / f"bench_search_{name}.json"
-        )
-        run_problem(name, options, out)
+        run_problem(name, options, json_path(options.json, name, several=len(names) > 1))
+
+
+def json_path(given: Path | None, problem: str, several: bool) -> Path:
+    """Where a problem's JSON goes: --json as given for one problem; for several, one file each beside it
+    (`out.json` -> `out_digits.json`); without --json, runs/bench_search_<problem>.json."""
+    if given is None:
+        return ROOT / "runs" / f"bench_search_{problem}.json"
+    return given.with_name(f"{given.stem}_{problem}{given.suffix}") if several else given
 
 
 def run_problem(name: str, options: argparse.Namespace, out: Path) -> None:

@@ -1,0 +1,44 @@
+"""`python bench/search/run.py`, the command the README's search table comes from: it runs, prints the table and
+writes every seed's figures where --json says, one file per problem."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from bench.search.problems import PROBLEMS, ROOT
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable,
+        str(ROOT / "bench" / "search" / "run.py"),
+        "--seeds",
+        "2",
+        "--only",
+        "random,tpe",
+    ]
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def test_one_problem_writes_its_figures_to_the_json_given(tmp_path):
+    out = tmp_path / "digits.json"
+    done = _run("--problem", "digits", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "| random |" in done.stdout and "| tpe |" in done.stdout  # the table, a row per method
+    figures = json.loads(out.read_text())
+    assert figures["problem"] == "digits" and figures["seeds"] == 2
+    assert set(figures["runs"]) == {"random", "tpe"} and len(figures["runs"]["tpe"]) == 2
+    assert all(
+        0 < target <= 1 for target in figures["targets"].values()
+    )  # accuracies: the q90, q95, q99 targets
+
+
+def test_every_problem_gets_its_own_json_beside_the_one_given(tmp_path):
+    done = _run("--json", str(tmp_path / "search.json"))
+    assert done.returncode == 0, done.stderr
+    written = sorted(path.name for path in tmp_path.iterdir())
+    assert written == sorted(f"search_{name}.json" for name in PROBLEMS)
+    for name in PROBLEMS:
+        assert json.loads((tmp_path / f"search_{name}.json").read_text())["problem"] == name
