@@ -1,5 +1,9 @@
-"""A trial's own process(es), forked from a worker that has already imported torch, so a trial starts in milliseconds
-and its memory is returned to the system when it ends.
+"""A trial's own process(es), forked from a worker that has already imported torch, so a trial starts in milliseconds.
+
+On the CPU a one-rank trial's process stays once it has sent its result and runs the worker's next trial (`keep_warm`,
+unless `resources.fresh_process_per_trial`): no fork, no exit, and no cold start (a new process's first steps fault in
+the pages it shares with the worker). A crash still takes down one trial; the next gets a new process. On GPUs, and
+for multi-rank trials, each trial has its own processes, which give their memory back when it ends.
 
 With `ranks > 1` the worker forks one process per rank with the torchrun variables set (RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT); rank 0 holds the Optuna trial, the others an `optuna.trial.FixedTrial` with the parameters
@@ -75,7 +79,7 @@ class TrialJob:
     # worker records the outcome meanwhile. Not on a GPU: the next trial must find the memory given back.
     exit_in_background: bool = False
     # After its result the process waits for the worker's next trial of the same study (`NextTrial`) instead of
-    # exiting: a PBT member's pause and the next member's resume cost no fork, no process exit and no cold start.
+    # exiting: the next trial, or a paused trial's resume, costs no fork, no process exit and no cold start.
     keep_warm: bool = False
 
 

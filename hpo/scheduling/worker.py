@@ -17,7 +17,8 @@
             run_one(trial):                                                         # FORK
                 sample the parameters here, so every rank and every retry sees the same ones
                 on a shared GPU: wait (beating) until the gate admits the trial with these parameters
-                run_trial_processes(job)       # hpo.scheduling.child: fork one process per rank, then
+                run_trial_processes(job)       # hpo.scheduling.child: fork one process per rank (on the CPU, hand
+                                               # a one-rank trial to the last trial's process when it waits), then
                     every heartbeat_interval: record_heartbeat(trial)                # HEARTBEAT
                     a stop request: SIGTERM the ranks (checkpoint at the next step, then stop); a second: SIGKILL
                     a rank that dies: kill the others (no rank waits forever in a collective)
@@ -312,6 +313,13 @@ def record_retry_origin(spec: StudySpec, study: optuna.Study, trial: optuna.Tria
         number, attrs = before.number, before.user_attrs
 
 
+def keeps_process_warm(spec: StudySpec, slot: Slot) -> bool:
+    """Whether the trial's process stays after its result and takes the worker's next trial
+    (`resources.fresh_process_per_trial`). Only a one-rank trial on the CPU: a GPU's trial process ends, so the next trial
+    finds its memory given back, and a multi-rank trial's ranks rendezvous anew."""
+    return not spec.resources.fresh_process_per_trial and not slot.devices and slot.ranks == 1
+
+
 def run_one(
     study: optuna.Study,
     trial: optuna.Trial,
@@ -364,9 +372,7 @@ def run_one(
         member_params=member_params,
         changes=changes,
         exit_in_background=not slot.devices,
-        # A PBT member pauses at every interval and another resumes in its slot: on the CPU the member's process
-        # stays and takes the next member (a GPU's trial process gives its memory back: a fresh one each time).
-        keep_warm=pbt is not None and not slot.devices and slot.ranks == 1,
+        keep_warm=keeps_process_warm(config.spec, slot),
     )
     if job.status_file is not None:
         write_status(job.status_file, {**job.status_base, "state": "starting"})
