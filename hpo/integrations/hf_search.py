@@ -15,7 +15,7 @@ What differs, on purpose (each is a reported problem with the transformers versi
 - the trial's value is its best evaluation, not its last (`objective="last"` restores the old meaning);
 - a pruned trial stops cleanly through the Trainer's control (every callback's on_train_end runs);
 - each trial writes into `<output_dir>/run-<number>/`.
-Trials run one after another in this process, as in transformers; `hpo run` runs each in a fresh process.
+Trials run one after another in this process, as in transformers; `hpo run` runs each in a trial process forked from a worker.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Run a study's trials in parallel: one worker process per slot (GPU set or CPU share), each trial in a fresh process.
+"""Run a study's trials in parallel: one worker process per slot (GPU set or CPU share), each trial in a process forked
+from its worker (on the CPU that process stays and runs the worker's next trial).
 
     slots = make_slots(...)                  # hpo.scheduling.slots: --gpus / resources.gpus_per_trial / --workers
     for each slot: start `python -m hpo.scheduling.worker` with CUDA_VISIBLE_DEVICES / OMP_NUM_THREADS set before torch loads
@@ -67,7 +68,8 @@ def run_trials(
     gpu_memory: MemoryReader | None = None,
     ahead: StartedAhead | None = None,
 ) -> None:
-    """Run trials until the study has `n_trials` (in total) or `timeout` seconds passed; each in a fresh process.
+    """Run trials until the study has `n_trials` (in total) or `timeout` seconds passed; each in a process forked from
+    its slot's worker.
 
     `gpu_memory`: how workers whose GPU is shared read its memory (a module-level function, pickled by name; default
     NVML, see `hpo.scheduling.gpu_gate`). `ahead`: worker processes already started (`start_workers_ahead`); the

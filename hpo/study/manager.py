@@ -72,7 +72,7 @@ def execute(
     in_process: bool = False,
     ahead: StartedAhead | None = None,
 ) -> None:
-    """Run the study's trials: each in a fresh process through the scheduler, or all in this one (`in_process`).
+    """Run the study's trials: each in a trial process under the scheduler, or all in this one (`in_process`).
     `ahead`: the scheduler's worker processes, started while the study was being checked and opened."""
     report = FailureLimit(spec.study.max_failures, report)
     if in_process:
@@ -197,7 +197,7 @@ def run_study(
 ) -> StudySummary:
     """`hpo run` as a function. Extra keyword arguments are `--set` overrides with `__` for dots:
     `run_study("s.yaml", n_trials=4, training__max_steps=20)`. `in_process=True` runs every trial in this process
-    (for debugging); by default each trial runs in a fresh process."""
+    (for debugging); by default trials run in trial processes forked from the workers."""
     spec = load_study_spec(path, overrides=[*set, *overrides_from_kwargs(overrides)], storage=storage)
     return run_loaded_study(
         spec,
