@@ -351,21 +351,22 @@ def run_trial_processes(
         release_warm()
         started = _fork(job)
     processes, reader = started
+    leave_early = job.exit_in_background and job.ranks == 1
     try:
         if on_start is not None:
             on_start([process.pid for process in processes])
+        result = _supervise(
+            processes, reader, heartbeat, stop_level, heartbeat_interval, leave_early, keep_open=job.keep_warm
+        )
     except BaseException:
-        # No trial trains unsupervised (e.g. its trial was swept as stale meanwhile and could not take its process's
-        # identity): its processes end here; a warm one would otherwise wait for a next trial that never comes.
+        # No trial trains unsupervised (its trial swept as stale meanwhile could not take its process's identity; a
+        # heartbeat raised): its processes end here. A warm one would otherwise wait for a next trial that never
+        # comes, and this worker's exit would wait for it (multiprocessing joins its children at exit).
         _signal_all(processes, signal.SIGKILL)
         for process in processes:
             process.join()
         reader.close()
         raise
-    leave_early = job.exit_in_background and job.ranks == 1
-    result = _supervise(
-        processes, reader, heartbeat, stop_level, heartbeat_interval, leave_early, keep_open=job.keep_warm
-    )
     if job.keep_warm and result.outcome is not None and processes[0].exitcode is None:
         _warm.append(WarmProcess(processes[0], reader))
         return result

@@ -20,6 +20,7 @@
                 run_trial_processes(job)       # hpo.scheduling.child: fork one process per rank (on the CPU, hand
                                                # a one-rank trial to the last trial's process when it waits), then
                     every heartbeat_interval: record_heartbeat(trial)                # HEARTBEAT
+                                               # (a storage outage skips a beat: hpo.scheduling.heartbeat)
                     a stop request: SIGTERM the ranks (checkpoint at the next step, then stop); a second: SIGKILL
                     a rank that dies: kill the others (no rank waits forever in a collective)
                 -> ChildResult: rank 0's outcome, or the step an interrupt stopped at, or a crash
@@ -69,6 +70,7 @@ from hpo.scheduling.child import (
     run_trial_processes,
 )
 from hpo.scheduling.gpu_gate import OOM_RETRY_ATTR, GpuGate, MemoryReader, default_reader, gate_dir
+from hpo.scheduling.heartbeat import TrialHeartbeat
 from hpo.scheduling.pbt import PbtPlan, claim_pbt_work, member_setup
 from hpo.scheduling.pbt_time_up import end_paused_members
 from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints, end_hopeless
@@ -269,6 +271,7 @@ def wait_for_room(
     """Until the gate admits the trial, keep its heartbeat and show why it waits. False: a stop was asked first."""
     alone = bool(trial.user_attrs.get(OOM_RETRY_ATTR))
     interval = float(config.spec.resources.heartbeat_interval)
+    beat = TrialHeartbeat(study, trial)
     last_beat = time.monotonic()
     while True:
         decision = gate.admit(study, trial.number, params, alone=alone)
@@ -280,7 +283,7 @@ def wait_for_room(
             return False
         _write_idle(status, config, "waiting", note=decision.reason, trial=trial.number)
         if time.monotonic() - last_beat >= interval:
-            record_heartbeat(study, trial)
+            beat()
             last_beat = time.monotonic()
         time.sleep(POLL_S)
 
@@ -388,7 +391,7 @@ def run_one(
 
     try:
         result = run_trial_processes(
-            job, lambda: record_heartbeat(study, trial), lambda: stop.level, interval, on_start=on_start
+            job, TrialHeartbeat(study, trial), lambda: stop.level, interval, on_start=on_start
         )
     finally:
         if gate is not None:
