@@ -13,7 +13,7 @@ import logging
 
 import optuna
 
-from hpo.storage.database import is_storage_outage
+from hpo.storage.database import is_storage_outage, root_cause_line
 from hpo.storage.study_db import record_heartbeat
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class TrialHeartbeat:
                 logger.warning(
                     "trial %d: its heartbeat could not be recorded (%s); it trains on, and the next beat tries again",
                     self.trial.number,
-                    _first_line(error),
+                    root_cause_line(error),
                 )
             self.missed += 1
             return
@@ -45,14 +45,3 @@ class TrialHeartbeat:
                 "trial %d: heartbeat recorded again after %d missed", self.trial.number, self.missed
             )
         self.missed = 0
-
-
-def _first_line(error: BaseException) -> str:
-    """The first line of what caused `error` at the bottom (psycopg2's "server closed the connection"), rather than
-    Optuna's wrapper ("An exception is raised during the commit")."""
-    for _ in range(10):  # a cause chain is short; a cycle in one must not loop for ever
-        if error.__cause__ is None:
-            break
-        error = error.__cause__
-    text = str(error).strip()
-    return text.splitlines()[0][:200] if text else type(error).__name__

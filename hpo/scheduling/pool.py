@@ -39,6 +39,7 @@ from hpo.scheduling.spawn import StartedAhead, spawn_worker, worker_log_dir
 from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table, status_dir, study_counts
 from hpo.scheduling.worker import WorkerConfig
 from hpo.spec import StudySpec
+from hpo.storage.database import root_cause_line
 from hpo.storage.retry import requeue_stale_trials
 from hpo.storage.stopped import describe_stop, finished_numbers
 from hpo.storage.study_db import (
@@ -189,7 +190,7 @@ class WorkerPool:
                 self.on_death()
             except Exception as error:  # noqa: BLE001 - the workers' heartbeat check queues the trial again later
                 self.notices.append(
-                    f"could not queue again the trial of the worker for {slot.label}: {error}"
+                    f"could not queue again the trial of the worker for {slot.label}: {root_cause_line(error)}"
                 )
         restarts = self.restarts.get(slot.index, 0)
         if restarts < MAX_RESTARTS:

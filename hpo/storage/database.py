@@ -105,6 +105,18 @@ def _open_rdb(url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any]
     raise HpoError(f"cannot open storage {redact(url)}: {last_error}")
 
 
+def root_cause_line(error: BaseException) -> str:
+    """The first line of what caused `error` at the bottom (psycopg2's "connection refused", sqlite3's "unable to open
+    database file"), rather than a wrapper's (Optuna's "An exception is raised during the commit. This typically happens
+    due to invalid data in the commit"), which names no cause and suggests a wrong one."""
+    for _ in range(10):  # a cause chain is short; a cycle in one must not loop for ever
+        if error.__cause__ is None:
+            break
+        error = error.__cause__
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__
+
+
 def is_storage_outage(error: BaseException) -> bool:
     """Whether `error` (or what caused it) says a database could not be reached or gave up on the operation: a
     restart, a dropped connection, a lock held too long. A fault of the machine, not of a trial's configuration."""
