@@ -16,6 +16,7 @@ from trainer.callbacks import (
 from trainer.errors import CheckpointError, NonFiniteLossError, TrainerConfigError, TrainerError
 from trainer.events import Event
 from trainer.fork_warmup import prepare_for_fork
+from trainer.integrations import MLflowCallback, TensorBoardCallback, WandbCallback
 from trainer.outputs import EvalPrediction, PredictionOutput, TrainOutput
 from trainer.seed import enable_full_determinism, set_seed
 from trainer.state import TrainerControl, TrainerState
@@ -30,11 +31,13 @@ __all__ = [
     "Event",
     "ExportableState",
     "IntervalStrategy",
+    "MLflowCallback",
     "NonFiniteLossError",
     "PredictionOutput",
     "PrinterCallback",
     "ProgressCallback",
     "SaveStrategy",
+    "TensorBoardCallback",
     "TrainOutput",
     "Trainer",
     "TrainerCallback",
@@ -43,6 +46,7 @@ __all__ = [
     "TrainerError",
     "TrainerState",
     "TrainingArguments",
+    "WandbCallback",
     "enable_full_determinism",
     "prepare_for_fork",
     "set_seed",

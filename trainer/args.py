@@ -24,6 +24,7 @@ from trainer.args_unsupported import check_unsupported
 from trainer.deepspeed_config import fill_deepspeed_config
 from trainer.errors import TrainerConfigError
 from trainer.fsdp_options import validate_fsdp_config
+from trainer.report_to import normalise_report_to
 
 
 class IntervalStrategy(str, Enum):
@@ -145,7 +146,9 @@ class TrainingArguments(ProcessProperties):
     remove_unused_columns: bool = True  # a datasets.Dataset loses the columns model.forward does not take
     label_names: list[str] | None = None
     # ---- reporting
-    report_to: list[str] | str | None = "none"
+    report_to: list[str] | str | None = (
+        "none"  # tensorboard, wandb, mlflow, "all" or "none" (trainer/report_to.py)
+    )
     run_name: str | None = None
     disable_tqdm: bool = False
     skip_memory_metrics: bool = True  # False: memory figures of each phase (trainer/memory.py)
@@ -403,10 +406,9 @@ def _normalise(args: TrainingArguments) -> None:
     _choice("optim", args.optim, OPTIMIZERS)
     _choice("lr_scheduler_type", args.lr_scheduler_type, SCHEDULERS)
     _choice("strategy", args.strategy, STRATEGIES)
-    if isinstance(args.report_to, str):
-        args.report_to = [] if args.report_to == "none" else [args.report_to]
-    elif args.report_to is None or args.report_to == ["none"]:
-        args.report_to = []
+    args.report_to = normalise_report_to(
+        args.report_to
+    )  # "all" -> the installed integrations, as transformers
     args.output_dir = os.path.expanduser("trainer_output" if args.output_dir is None else args.output_dir)
 
 

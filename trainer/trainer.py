@@ -43,6 +43,7 @@ from trainer.data import (
 from trainer.errors import TrainerConfigError, TrainerError
 from trainer.events import Event
 from trainer.hub import HubMixin
+from trainer.integrations import reporting_callbacks
 from trainer.label_smoothing import smoothed_loss_and_outputs
 from trainer.memory import MemoryTracker, empty_device_cache, track_memory
 from trainer.meter import create_loss_meter
@@ -113,6 +114,8 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
                 "pass either optimizers or optimizer_cls_and_kwargs, not both: the optimizer would be built twice"
             )
         self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
+        # First: a tracker whose package is missing is refused before the model is built
+        reporting = reporting_callbacks(self.args.report_to)
         if model_init is not None and optimizers != (None, None):
             raise TrainerConfigError(
                 "optimizers cannot be passed with model_init: each new model needs its own"
@@ -141,6 +144,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
         )
         self.control = TrainerControl()
         default = [DefaultFlowCallback, PrinterCallback if self.args.disable_tqdm else ProgressCallback]
+        default += reporting  # report_to's trackers before the user's callbacks, as transformers orders them
         self.callback_handler = CallbackHandler(default + list(callbacks or []))
         self.callback_handler.bind(
             # A weak proxy: the handler is the Trainer's own, and a strong reference back would make a cycle that

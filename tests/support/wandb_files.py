@@ -60,13 +60,13 @@ def read_offline_run(path: str | Path) -> OfflineRun:
         record = pb.Record()
         record.ParseFromString(payload)
         kind = record.WhichOneof("record_type")
-        if kind == "run":
-            run.group, run.name, run.project = (
-                record.run.run_group,
-                record.run.display_name,
-                record.run.project,
-            )
-            run.tags = list(record.run.tags)
+        if (
+            kind == "run"
+        ):  # a later run record (an update) may leave fields empty: keep what an earlier one said
+            run.group = record.run.run_group or run.group
+            run.name = record.run.display_name or run.name
+            run.project = record.run.project or run.project
+            run.tags = list(record.run.tags) or run.tags
             run.config.update({i.key: _config_value(i.value_json) for i in record.run.config.update})
         elif kind == "config":
             run.config.update({i.key: _config_value(i.value_json) for i in record.config.update})
