@@ -59,6 +59,18 @@ SCHEDULERS = (
 )
 STRATEGIES = ("auto", "single", "ddp", "fsdp", "deepspeed")
 
+# Every field acts: the Trainer reads it, or one of these says how it acts, or trainer/args_unsupported.py refuses it
+# (tests/trainer/test_every_argument_acts.py walks the fields).
+# field -> the derived value the Trainer reads instead (set or computed here)
+DERIVED_FIELDS = {
+    "greater_is_better": "higher_is_better",
+    "data_seed": "sampler_seed",
+    "activation_checkpointing": "gradient_checkpointing",
+    "activation_checkpointing_kwargs": "gradient_checkpointing_kwargs",
+}
+# read by a script, not by the Trainer, as in transformers (`if training_args.do_train: ...`)
+SCRIPT_FIELDS = ("do_train", "do_eval", "do_predict", "resume_from_checkpoint")
+
 
 @dataclass
 class TrainingArguments(ProcessProperties):

@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from trainer.data import batch_size_of, has_length
+from trainer.eval_accumulation import PAD_INDEX, DeviceAccumulator
 from trainer.events import Event
 from trainer.outputs import EvalLoopOutput, EvalPrediction
 
@@ -34,15 +35,6 @@ class EvaluatedTrainer(Protocol):
     ) -> tuple[torch.Tensor | None, Any, Any]: ...
 
     def fire(self, event: Event, **extra: Any) -> TrainerControl: ...
-
-
-PAD_INDEX = -100  # what labels and predictions of unequal lengths are padded with (transformers' convention)
-
-
-def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    if tensor.dtype in (torch.bfloat16, torch.float16):
-        tensor = tensor.float()  # numpy has no bfloat16
-    return tensor.numpy()
 
 
 def _concat(chunks: list[Any]) -> Any:
@@ -72,12 +64,13 @@ def _trim(values: Any, count: int | None) -> Any:
     return values[:count]
 
 
-def _gather_cpu(trainer: EvaluatedTrainer, value: Any) -> Any:
+def _gathered(trainer: EvaluatedTrainer, value: Any) -> Any:
+    """Every rank's part of a batch's output, still on the device."""
     if value is None:
         return None
     if isinstance(value, (tuple, list)):
-        return tuple(_gather_cpu(trainer, v) for v in value)
-    return _to_numpy(trainer.strategy.gather_for_eval(value.detach()).cpu())
+        return tuple(_gathered(trainer, v) for v in value)
+    return trainer.strategy.gather_for_eval(value.detach())
 
 
 def _prefixed(metrics: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -109,10 +102,9 @@ def evaluation_loop(
     was_training = model.training
     model.eval()
     start = time.perf_counter()
-    losses: list[np.ndarray] = []
-    predictions: list[Any] = []
-    labels: list[Any] = []
-    inputs: list[Any] = []
+    # moved to the CPU every eval_accumulation_steps batches (every batch when unset)
+    every = trainer.args.eval_accumulation_steps or 1
+    losses, predictions, labels, inputs = (DeviceAccumulator(every) for _ in range(4))
     include = trainer.args.include_for_metrics
     batch_metrics = trainer.args.batch_eval_metrics and trainer.compute_metrics is not None
     metrics: dict[str, Any] = {}
@@ -123,16 +115,16 @@ def evaluation_loop(
         loss, logits, label_ids = trainer.prediction_step(model, batch, prediction_loss_only, ignore_keys)
         if loss is not None:
             per_sample = loss.detach().float().reshape(1).repeat(batch_size_of(batch))
-            losses.append(_gather_cpu(trainer, per_sample))
+            losses.add(_gathered(trainer, per_sample))
         if logits is not None and trainer.preprocess_logits_for_metrics is not None:
             logits = trainer.preprocess_logits_for_metrics(logits, label_ids)
         if logits is not None:
-            predictions.append(_gather_cpu(trainer, logits))
+            predictions.add(_gathered(trainer, logits))
         if label_ids is not None:
-            labels.append(_gather_cpu(trainer, label_ids))
+            labels.add(_gathered(trainer, label_ids))
         main_input = _main_input(trainer, batch) if "inputs" in include else None
         if main_input is not None:
-            inputs.append(_gather_cpu(trainer, main_input))
+            inputs.add(_gathered(trainer, main_input))
         steps += 1
         if batch_metrics:
             # transformers' batch_eval_metrics: tensors of this batch; the metrics of the last call are the result
@@ -144,6 +136,7 @@ def evaluation_loop(
         trainer.fire(Event.ON_PREDICTION_STEP, eval_dataloader=loader)
     if was_training:
         model.train()
+    losses, predictions, labels, inputs = (a.chunks() for a in (losses, predictions, labels, inputs))
     count = len(loader.dataset) if has_length(loader.dataset) else None
     all_preds = _trim(_concat(predictions), count) if predictions else None
     all_labels = _trim(_concat(labels), count) if labels else None
