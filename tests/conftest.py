@@ -10,6 +10,9 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault(
+    "MLFLOW_DISABLE_TELEMETRY", "true"
+)  # MLflow 3 reports usage to its servers unless told not to
 
 
 @pytest.fixture(autouse=True)
@@ -19,8 +22,17 @@ def no_leaked_environment():
     leaked = {k for k in os.environ if k not in before} | {
         k for k in before if os.environ.get(k) != before[k]
     }
-    # torch sets TORCHINDUCTOR_* and deepspeed PYTORCH_NVML_BASED_CUDA_CHECK on import: not the test's doing.
-    ignored = ("PYTEST_", "WANDB_", "COV_", "TORCHINDUCTOR_", "PYTORCH_NVML_BASED_CUDA_CHECK")
+    # torch sets TORCHINDUCTOR_* and deepspeed PYTORCH_NVML_BASED_CUDA_CHECK on import, MLflow its experiment
+    # (set_experiment) and telemetry session for child processes: not the test's doing.
+    ignored = (
+        "PYTEST_",
+        "WANDB_",
+        "COV_",
+        "TORCHINDUCTOR_",
+        "PYTORCH_NVML_BASED_CUDA_CHECK",
+        "MLFLOW_EXPERIMENT_ID",
+        "_MLFLOW_TELEMETRY_",
+    )
     leaked = {k for k in leaked if not k.startswith(ignored)}
     os.environ.clear()
     os.environ.update(before)

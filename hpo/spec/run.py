@@ -22,6 +22,7 @@ from hpo.spec.callbacks import CallbackSpec, build_callbacks, check_early_stoppi
 from hpo.spec.errors import FieldProblem, SpecError, join_path
 from hpo.spec.extras import check_strategy_installed
 from hpo.spec.names import check_plain_name
+from hpo.spec.reporting import check_run_report_to
 from hpo.spec.sections import ExportSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
 from hpo.spec.training import build_training_arguments, check_training_keys, read_strategies
@@ -68,6 +69,7 @@ class RunSpec(Section):
             adapters.check_section(self.peft)
             adapters.check_strategy(self.training)
         args = check_training(self.training, prefix="training")
+        check_run_report_to(args, self.tracking)
         field = (
             "training.strategy" if self.training.get("strategy", "auto") != "auto" else "training.deepspeed"
         )

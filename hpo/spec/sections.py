@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from hpo.spec.base import Section
 from hpo.spec.errors import FieldProblem
+from trainer.report_to import missing_package_message
 
 
 class WandbSpec(Section):
@@ -22,12 +23,42 @@ class WandbSpec(Section):
     tags: list[str] = []
 
 
+class TensorBoardSpec(Section):
+    # One run folder per trial (per run) under this folder; default <output_dir>/tensorboard
+    log_dir: str | None = None
+
+
+class MLflowSpec(Section):
+    # default: MLFLOW_TRACKING_URI, else sqlite:///<output_dir>/mlflow.db
+    tracking_uri: str | None = None
+    experiment_name: str | None = None  # default: the study's (the run's) name
+    tags: dict[str, str] = {}
+
+
 class TrackingSpec(Section):
     # The experiment store (runs, metrics, events, artifacts): on (default location), off, or a path or database URL.
     store: bool | str = True
     wandb: WandbSpec | None = None  # no wandb run unless this section is present
+    tensorboard: TensorBoardSpec | None = None  # no TensorBoard events unless this section is present
+    mlflow: MLflowSpec | None = None  # no MLflow run unless this section is present
 
-    switches = {"wandb": "wandb with its defaults"}
+    switches = {
+        "wandb": "wandb with its defaults",
+        "tensorboard": "TensorBoard with its defaults",
+        "mlflow": "MLflow with its defaults",
+    }
+
+    @model_validator(mode="after")
+    def _installed(self) -> TrackingSpec:
+        for name in ("tensorboard", "mlflow"):
+            message = missing_package_message(name) if getattr(self, name) is not None else None
+            if message is not None:
+                raise FieldProblem(name, message.replace(f"report_to names {name!r} but the", "the"))
+        return self
+
+    def integrations(self) -> list[str]:
+        """The report_to names this section turns on."""
+        return [name for name in ("mlflow", "tensorboard", "wandb") if getattr(self, name) is not None]
 
 
 class ExportSpec(Section):

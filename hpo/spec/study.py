@@ -24,6 +24,7 @@ from hpo.spec.launcher import LauncherSpec
 from hpo.spec.names import check_plain_name
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.pbt import PbtSchedulerSpec, check_pbt
+from hpo.spec.reporting import check_study_report_to
 from hpo.spec.run import check_training
 from hpo.spec.scheduler import SchedulerSpec
 from hpo.spec.search_space import ParamSpec
@@ -222,7 +223,7 @@ class StudySpec(Section):
                 )
 
     def _check_training(self) -> None:
-        check_training(self.training, prefix="training")
+        check_study_report_to(check_training(self.training, prefix="training"))
         # Each value a training parameter can take must make valid arguments with the file's defaults.
         for name, param in self.training_params().items():
             for value in param.extremes():

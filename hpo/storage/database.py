@@ -97,7 +97,7 @@ def _open_rdb(url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any]
                 return RDBStorage(url, engine_kwargs=dict(engine_kwargs), **heartbeat)
         except ImportError as error:
             raise HpoError(
-                f"cannot open storage {redact(url)}: {error}; pip install psycopg2-binary"
+                f"cannot open storage {redact(url)}: {error}; pip install 'hpo[postgres]' (psycopg 3)"
             ) from error
         except Exception as error:  # sqlalchemy OperationalError, IntegrityError on a table-creation race
             last_error = error

@@ -168,6 +168,8 @@ def requeue(
     retries = int(trial.user_attrs.get("retry_count", 0)) + (1 if counts_as_retry else 0)
     attrs: dict[str, Any] = {
         "requeued_from_trial": trial.number,
+        # the chain's first attempt: a tracker's run (TensorBoard folder, MLflow run) is continued, not started again
+        "retry_root": trial.user_attrs.get("retry_root", trial.number),
         "retry_count": retries,
         "retry_reason": reason,
         **{name: trial.user_attrs[name] for name in CARRIED_ATTRS if name in trial.user_attrs},

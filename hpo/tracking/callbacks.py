@@ -26,14 +26,18 @@ from optuna.trial import TrialState
 
 from hpo.spec import Spec, StudySpec
 from hpo.tracking.events import store_location
+from hpo.tracking.mlflow_callback import MLflowTrialCallback
 from hpo.tracking.run_info import RunInfo
 from hpo.tracking.store_callback import ExperimentStoreCallback
+from hpo.tracking.tensorboard_callback import TensorBoardTrialCallback
 from hpo.tracking.wandb_callback import WandbCallback, default_mode
 from trainer import TrainerCallback
 
 logger = logging.getLogger(__name__)
 
 _unfinished: list[Any] = []  # this process's tracking callbacks that have not been finished yet
+# the callbacks that record how a run ended (`finish(status, values, best_step, error, data)`)
+FINISHED_BY_OUTCOME = (ExperimentStoreCallback, WandbCallback, TensorBoardTrialCallback, MLflowTrialCallback)
 _STATUS = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed", "WAITING": "paused"}
 
 
@@ -47,6 +51,15 @@ def build_tracking_callbacks(spec: Spec, *, run: RunInfo) -> list[TrainerCallbac
     wandb_settings = spec.tracking.wandb
     if wandb_settings is not None and default_mode(wandb_settings.mode) != "disabled":
         callbacks.append(WandbCallback(wandb_settings, run, directory=wandb_directory(spec, run)))
+    objectives = list(spec.study.metrics or []) if isinstance(spec, StudySpec) else []
+    if spec.tracking.tensorboard is not None:
+        folder = tensorboard_directory(spec, run) / tensorboard_run_name(run)
+        callbacks.append(TensorBoardTrialCallback(run, folder, objectives))
+    if spec.tracking.mlflow is not None:
+        output_dir = wandb_directory(spec, run)
+        callbacks.append(
+            MLflowTrialCallback(spec.tracking.mlflow, run, output_dir=output_dir, objectives=objectives)
+        )
     _unfinished.extend(callbacks)
     return callbacks
 
@@ -56,6 +69,19 @@ def wandb_directory(spec: Spec, run: RunInfo) -> Path:
     if run.kind == "trial" and isinstance(spec, StudySpec):
         return Path(spec.output_dir)
     return Path(run.output_dir)
+
+
+def tensorboard_directory(spec: Spec, run: RunInfo) -> Path:
+    """`tracking.tensorboard.log_dir`, else `tensorboard/` in the study's (the run's) output folder."""
+    configured = spec.tracking.tensorboard.log_dir if spec.tracking.tensorboard else None
+    return Path(configured) if configured else wandb_directory(spec, run) / "tensorboard"
+
+
+def tensorboard_run_name(run: RunInfo) -> str:
+    """`trial-<number>` of the trial's first attempt (a retry continues its folder); the run's name for a run."""
+    if run.kind != "trial":
+        return run.name
+    return f"trial-{run.origin.get('retry_root', run.origin.get('requeued_from_trial', run.trial_number))}"
 
 
 def finish_tracking(callbacks: list[Any], outcome: TrialResult | None = None, **fields: Any) -> None:
@@ -69,7 +95,7 @@ def finish_tracking(callbacks: list[Any], outcome: TrialResult | None = None, **
     result.update(fields)
     result.setdefault("status", "completed")
     for callback in callbacks:
-        if isinstance(callback, ExperimentStoreCallback | WandbCallback):
+        if isinstance(callback, FINISHED_BY_OUTCOME):
             _finish_one(callback, result)
 
 

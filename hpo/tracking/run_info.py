@@ -54,7 +54,14 @@ class RunInfo:
                 )
 
 
-ORIGIN_ATTRS = ("requeued_from_trial", "retry_reason", "retry_count", "resume_from", "oom_retry")
+ORIGIN_ATTRS = (
+    "requeued_from_trial",
+    "retry_root",
+    "retry_reason",
+    "retry_count",
+    "resume_from",
+    "oom_retry",
+)
 
 
 def origin_attrs(user_attrs: dict[str, Any]) -> dict[str, Any]:

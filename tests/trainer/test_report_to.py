@@ -55,13 +55,12 @@ def test_tensorboard_logging_dir_from_the_environment(tmp_path, monkeypatch):
 @pytest.fixture
 def mlflow_uri(tmp_path, monkeypatch) -> str:
     """A SQLite tracking store in MLFLOW_TRACKING_URI, seen as a fresh process sees it (no URI set by an earlier
-    test); MLflow's own MLFLOW_EXPERIMENT_ID, which set_experiment exports, is removed afterwards."""
+    test, no experiment chosen by one)."""
     import mlflow
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", "")  # recorded as absent before the test, so removed after it
-    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID")
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
     monkeypatch.setattr(mlflow.tracking._tracking_service.utils, "_tracking_uri", None)
     return uri
 

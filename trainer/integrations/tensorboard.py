@@ -9,7 +9,6 @@ Every log record becomes scalars named as transformers names them (`train/loss`,
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any
@@ -20,9 +19,6 @@ from trainer.integrations.logs import default_logdir, rewrite_logs
 from trainer.report_to import missing_package_message
 
 logger = logging.getLogger(__name__)
-
-# TensorBoard's HParams plugin reads a session's status from this summary (tensorboard.plugins.hparams.api_pb2.Status)
-STATUS = {"success": "STATUS_SUCCESS", "failure": "STATUS_FAILURE", "aborted": "STATUS_ABORTED"}
 
 
 def summary_writer_class() -> Any:
@@ -36,42 +32,13 @@ def summary_writer_class() -> Any:
     return SummaryWriter
 
 
-def hparam_value(value: Any) -> bool | int | float | str:
-    """A value TensorBoard's HParams plugin takes: numbers, strings and booleans as they are, anything else as text."""
-    if isinstance(value, bool | int | float | str):
-        return value
-    return json.dumps(value, default=str) if isinstance(value, dict | list | tuple) else str(value)
-
-
-def write_hparams(writer: Any, hparams: dict[str, Any]) -> None:
-    """The session's hyperparameters, written into the writer's own run folder."""
-    from torch.utils.tensorboard.summary import hparams as hparams_summaries  # tensorboard: see above
-
-    _, session_start, _ = hparams_summaries({k: hparam_value(v) for k, v in hparams.items()}, {})
-    writer.file_writer.add_summary(session_start)
-
-
-def write_session_end(writer: Any, status: str) -> None:
-    """The session's end with its status ("success", "failure", "aborted"), which the HParams view shows and filters."""
-    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
-    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
-
-    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.Status.Value(STATUS[status]))
-    content = plugin_data_pb2.HParamsPluginData(session_end_info=end, version=metadata.PLUGIN_DATA_VERSION)
-    plugin = SummaryMetadata.PluginData(plugin_name=metadata.PLUGIN_NAME, content=content.SerializeToString())
-    value = Summary.Value(tag=metadata.SESSION_END_INFO_TAG, metadata=SummaryMetadata(plugin_data=plugin))
-    writer.file_writer.add_summary(Summary(value=[value]))
-
-
 def sanitized_arguments(args: Any) -> dict[str, Any]:
-    """transformers' `to_sanitized_dict`: the arguments as HParams values (`train_batch_size` and
-    `eval_batch_size` added)."""
-    values = {
+    """transformers' `to_sanitized_dict`: the arguments, `train_batch_size` and `eval_batch_size` added."""
+    return {
         **args.to_dict(),
         "train_batch_size": args.train_batch_size,
         "eval_batch_size": args.eval_batch_size,
     }
-    return {k: hparam_value(v) for k, v in values.items()}
 
 
 class TensorBoardCallback(TrainerCallback):
@@ -102,9 +69,10 @@ class TensorBoardCallback(TrainerCallback):
             self.tb_writer.add_text("model_config", config.to_json_string())
         folder = str(self.tb_writer.log_dir)
         if folder not in self._hparams_written:  # once per run folder, even when train() is called again
-            hparams = sanitized_arguments(args)
-            hparams.update({k: hparam_value(v) for k, v in (state.trial_params or {}).items()})
-            write_hparams(self.tb_writer, hparams)
+            # here, not at the top: the module imports tensorboard's protobufs, and tensorboard is optional
+            from trainer.integrations.hparams import write_hparams
+
+            write_hparams(self.tb_writer, {**sanitized_arguments(args), **(state.trial_params or {})})
             self._hparams_written.add(folder)
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -1,0 +1,178 @@
+"""MLflow for studies: one parent run per study, one nested run per trial (or one run per `hpo train` run).
+
+The tracking URI is `tracking.mlflow.tracking_uri`, else MLFLOW_TRACKING_URI, else `sqlite:///<output_dir>/mlflow.db`;
+the experiment is `tracking.mlflow.experiment_name`, else the study's name. A trial's run (name `trial-<number>`,
+a child of the study's run through MLflow's `mlflow.parentRunId` tag) gets the trial's parameters once, every log
+record's numbers as metrics at the global step, and at the end the trial's `state` (tag), its `value` (metric, at the
+best step; `value/<metric>` for several objectives) and, when pruned, `pruned_step`; its MLflow status is FINISHED
+(completed or pruned), FAILED, KILLED (interrupted) or SCHEDULED (paused until a promotion). So MLflow's compare view
+lines trials up by parameter and value. A trial resumed after a pause, or retried after a crash, continues the run of
+its first attempt (found by its `hpo.attempt` tag), it does not start a second one.
+
+Workers on several machines find the study's parent run by its tags; two that create one at once both see both and
+keep the older (the younger's creator deletes its own), so one parent run remains.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from hpo.spec import MLflowSpec
+from hpo.tracking.logs import numeric_items, pruned_by_sibling
+from hpo.tracking.run_info import RunInfo
+from hpo.tracking.tensorboard_callback import value_tags
+from trainer.callbacks import TrainerCallback
+from trainer.integrations.mlflow import import_mlflow, metric_name
+
+logger = logging.getLogger(__name__)
+
+RUN_STATUS = {"completed": "FINISHED", "pruned": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
+PARENT_TAGS = ("hpo.study", "hpo.role")
+
+
+def tracking_uri(settings: MLflowSpec, output_dir: str | Path) -> str:
+    configured = settings.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    return configured or f"sqlite:///{Path(output_dir).resolve() / 'mlflow.db'}"
+
+
+def experiment_id(client: Any, name: str) -> str:
+    """The experiment's id, created when missing (another worker may create it at the same moment)."""
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    try:
+        return client.create_experiment(name)
+    except Exception:  # created meanwhile by another worker
+        return client.get_experiment_by_name(name).experiment_id
+
+
+def study_parent_run(client: Any, experiment: str, study: str) -> str:
+    """The study's one parent run: found by its tags, else created; of two created at once the older stays."""
+    query = f"tags.`hpo.study` = '{study}' and tags.`hpo.role` = 'study'"
+
+    def existing() -> list[Any]:
+        runs = client.search_runs([experiment], query, order_by=["attributes.start_time ASC"], max_results=10)
+        return sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
+
+    runs = existing()
+    if runs:
+        return runs[0].info.run_id
+    mine = client.create_run(
+        experiment, run_name=study, tags={"hpo.study": study, "hpo.role": "study"}
+    ).info.run_id
+    oldest = existing()[0].info.run_id
+    if oldest != mine:
+        client.delete_run(mine)
+    return oldest
+
+
+class MLflowTrialCallback(TrainerCallback):
+    def __init__(
+        self, settings: MLflowSpec, run: RunInfo, *, output_dir: str | Path, objectives: list[str]
+    ) -> None:
+        self.settings = settings
+        self.run = run
+        self.uri = tracking_uri(settings, output_dir)
+        self.experiment_name = settings.experiment_name or run.study_name or run.name
+        self.objectives = list(objectives)
+        self.client: Any = None
+        self.run_id: str | None = None
+        self.pending: list[Any] = []  # metrics logged without waiting: waited for at the end
+        self.global_step = 0
+        self.train_ended = False
+        self.pruned_seen = False
+        self.finished = False
+
+    @property
+    def attempt(self) -> str:
+        """The run this training continues: the first attempt of a retried trial, the trial itself otherwise."""
+        if self.run.kind != "trial":
+            return self.run.run_id
+        root = self.run.origin.get(
+            "retry_root", self.run.origin.get("requeued_from_trial", self.run.trial_number)
+        )
+        return f"{self.run.study_name}/trial-{root}"
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.run_id is None:
+            self._start()
+
+    def _start(self) -> None:
+        mlflow = import_mlflow()
+        self.client = mlflow.MlflowClient(self.uri)
+        experiment = experiment_id(self.client, self.experiment_name)
+        found = self.client.search_runs([experiment], f"tags.`hpo.attempt` = '{self.attempt}'", max_results=1)
+        if found:  # resumed or retried: the same run goes on
+            self.run_id = found[0].info.run_id
+            self.client.update_run(self.run_id, status="RUNNING")
+            return
+        tags = {"hpo.attempt": self.attempt, "hpo.run_id": self.run.run_id, **self.settings.tags}
+        if self.run.kind == "trial":
+            parent = study_parent_run(self.client, experiment, self.run.study_name)
+            tags.update({"mlflow.parentRunId": parent, "hpo.study": self.run.study_name})
+            tags["hpo.trial"] = str(self.run.trial_number)
+        self.run_id = self.client.create_run(experiment, run_name=self.run.name, tags=tags).info.run_id
+        params = [mlflow.entities.Param(k, str(v)) for k, v in self.run.params.items()]
+        if params:
+            self.client.log_batch(self.run_id, params=params)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.run_id is None or not logs:
+            return
+        from mlflow.entities import Metric  # loaded with mlflow by _start
+
+        self.global_step = state.global_step
+        now = int(time.time() * 1000)
+        metrics = [Metric(metric_name(k), v, now, state.global_step) for k, v in numeric_items(logs).items()]
+        try:
+            self.pending.append(self.client.log_batch(self.run_id, metrics=metrics, synchronous=False))
+        except Exception as error:  # a tracking server that is down costs its records, never the trial
+            logger.warning("MLflow log at step %d failed: %s", state.global_step, error)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.train_ended = True
+        self.pruned_seen = pruned_by_sibling(kwargs)
+        self.global_step = state.global_step
+
+    def finish(
+        self,
+        status: str,
+        values: list[float] | None = None,
+        best_step: int | None = None,
+        error: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if self.run_id is None:
+            if self.train_ended or status == "paused" or os.environ.get("RANK", "0") != "0":
+                return
+            self._start()  # training never began (model_init or data raised): the trial still gets its run
+        for operation in self.pending:
+            operation.wait()
+        self._record_end(status, values, best_step, error, data or {})
+
+    def _record_end(
+        self, status: str, values: list[float] | None, best_step: int | None, error: str | None, data: dict
+    ) -> None:
+        from mlflow.entities import Metric, RunTag
+
+        now, step = int(time.time() * 1000), best_step if best_step is not None else self.global_step
+        metrics, tags = [], [RunTag("state", status)]
+        if status == "completed" and values:
+            names = [t.removeprefix("hpo/") for t in value_tags(self.objectives, len(values))]
+            metrics += [Metric(name, value, now, step) for name, value in zip(names, values, strict=True)]
+        if data.get("pruned_step") is not None:
+            metrics.append(Metric("pruned_step", data["pruned_step"], now, data["pruned_step"]))
+        if error:
+            tags.append(RunTag("error", error[:5000]))
+        self.client.log_batch(self.run_id, metrics=metrics, tags=tags)
+        if status == "paused":
+            self.client.update_run(self.run_id, status="SCHEDULED")
+        else:
+            self.client.set_terminated(self.run_id, status=RUN_STATUS.get(status, "FINISHED"))
