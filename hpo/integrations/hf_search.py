@@ -34,6 +34,7 @@ import optuna
 from hpo.trial.callbacks import TrialIdentityCallback
 from hpo.trial.pruning import ObjectiveTracker, OptunaPruningCallback
 from trainer import DefaultFlowCallback, PrinterCallback, ProgressCallback, Trainer, TrainingArguments
+from trainer.integrations import INTEGRATION_TO_CALLBACK
 from trainer.search import register_search_backend
 
 logger = logging.getLogger(__name__)
@@ -200,8 +201,9 @@ def _takes_an_argument(function: Callable[..., Any]) -> bool:
 
 
 def _user_callbacks(trainer: Trainer) -> list[Any]:
-    """The callbacks the user gave the Trainer (not the Trainer's own defaults, which each new Trainer adds)."""
-    builtin = (DefaultFlowCallback, PrinterCallback, ProgressCallback)
+    """The callbacks the user gave the Trainer (not the Trainer's own, which each new Trainer adds)."""
+    # report_to's trackers too: each trial's Trainer makes its own from the arguments (one run per trial)
+    builtin = (DefaultFlowCallback, PrinterCallback, ProgressCallback, *INTEGRATION_TO_CALLBACK.values())
     return [cb for cb in trainer.callback_handler.callbacks if not isinstance(cb, builtin)]
 
 

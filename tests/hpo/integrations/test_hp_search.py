@@ -70,8 +70,9 @@ class Recorder(TrainerCallback):
         self.evaluations += 1
 
 
-def make_trainer(tmp_path: Path, callbacks: list, model_init=lambda: tiny_bert()) -> Trainer:
+def make_trainer(tmp_path: Path, callbacks: list, model_init=lambda: tiny_bert(), **fields) -> Trainer:
     args = TrainingArguments(
+        **fields,
         output_dir=str(tmp_path / "search"),
         max_steps=6,
         per_device_train_batch_size=16,
@@ -156,3 +157,24 @@ def test_default_objective_and_refusals(tmp_path: Path) -> None:
         trainer.hyperparameter_search(n_trials=1)
     with pytest.raises(ValueError, match="only the 'optuna' backend"):
         make_trainer(tmp_path, []).hyperparameter_search(n_trials=1, backend="ray")
+
+
+def test_report_to_tensorboard_gives_each_trial_its_own_run(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    trainer = make_trainer(tmp_path, [], report_to="tensorboard")
+    trainer.hyperparameter_search(
+        hp_space=lambda trial: {"learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-2, log=True)},
+        n_trials=2,
+        direction="minimize",
+        backend="optuna",
+    )
+    runs = sorted({e.parent for e in (tmp_path / "search").rglob("events.out.tfevents.*")})
+    assert [run.relative_to(tmp_path / "search").parts[:2] for run in runs] == [
+        ("run-0", "runs"),
+        ("run-1", "runs"),
+    ]
+    for run in runs:
+        events = EventAccumulator(str(run)).Reload()
+        assert [e.step for e in events.Scalars("eval/loss")] == [3, 6]
+        assert b"learning_rate" in events.summary_metadata["_hparams_/session_start_info"].plugin_data.content
