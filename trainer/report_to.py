@@ -85,9 +85,13 @@ def unknown_message(name: Any) -> str:
     )
 
 
+def missing_package(name: str) -> str | None:
+    """ "the <package> package is not installed: <pip command>" for an integration whose package is missing, else None."""
+    module, command = INTEGRATIONS[name]
+    return None if installed(module) else f"the {module} package is not installed: {command}"
+
+
 def missing_package_message(name: str) -> str | None:
     """The one-line refusal for a named integration whose package is not installed, or None when it is."""
-    module, command = INTEGRATIONS[name]
-    if installed(module):
-        return None
-    return f"report_to names {name!r} but the {module} package is not installed: {command}, or remove it from report_to"
+    missing = missing_package(name)
+    return None if missing is None else f"report_to names {name!r} but {missing}; or remove it from report_to"

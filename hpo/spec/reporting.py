@@ -12,7 +12,7 @@ from typing import Any
 
 from hpo.spec.errors import FieldProblem
 from hpo.spec.sections import TrackingSpec
-from trainer.report_to import missing_package_message
+from trainer.report_to import missing_package
 
 FIELD = "training.report_to"
 
@@ -20,9 +20,9 @@ FIELD = "training.report_to"
 def check_run_report_to(args: Any, tracking: TrackingSpec) -> None:
     """A run file's report_to: every package installed, and no tracker both there and under tracking:."""
     for name in args.report_to:
-        message = missing_package_message(name)
-        if message is not None:
-            raise FieldProblem(FIELD, message.removeprefix(f"report_to names {name!r} but the "))
+        missing = missing_package(name)
+        if missing is not None:
+            raise FieldProblem(FIELD, f"names {name!r} but {missing}; or remove it")
     both = [name for name in args.report_to if name in tracking.integrations()]
     if both:
         raise FieldProblem(

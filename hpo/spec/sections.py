@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from hpo.spec.base import Section
 from hpo.spec.errors import FieldProblem
-from trainer.report_to import missing_package_message
+from trainer.report_to import missing_package
 
 
 class WandbSpec(Section):
@@ -51,9 +51,9 @@ class TrackingSpec(Section):
     @model_validator(mode="after")
     def _installed(self) -> TrackingSpec:
         for name in ("tensorboard", "mlflow"):
-            message = missing_package_message(name) if getattr(self, name) is not None else None
-            if message is not None:
-                raise FieldProblem(name, message.replace(f"report_to names {name!r} but the", "the"))
+            missing = missing_package(name) if getattr(self, name) is not None else None
+            if missing is not None:
+                raise FieldProblem(name, f"{missing}; or remove tracking.{name}")
         return self
 
     def integrations(self) -> list[str]:
