@@ -3,7 +3,7 @@
 The tracking URI is `tracking.mlflow.tracking_uri`, else MLFLOW_TRACKING_URI, else `sqlite:///<output_dir>/mlflow.db`;
 the experiment is `tracking.mlflow.experiment_name`, else the study's name. A trial's run (name `trial-<number>`,
 a child of the study's run through MLflow's `mlflow.parentRunId` tag) gets the trial's parameters once, every log
-record's numbers as metrics at the global step, and at the end the trial's `state` (tag), its `value` (metric, at the
+record's numbers as metrics at the global step (sent in batches, at least every two seconds), and at the end the trial's `state` (tag), its `value` (metric, at the
 best step; `value/<metric>` for several objectives) and, when pruned, `pruned_step`; its MLflow status is FINISHED
 (completed or pruned), FAILED, KILLED (interrupted) or SCHEDULED (paused until a promotion). So MLflow's compare view
 lines trials up by parameter and value. A trial resumed after a pause, or retried after a crash, continues the run of
@@ -30,6 +30,8 @@ from trainer.integrations.mlflow import import_mlflow, metric_name
 
 logger = logging.getLogger(__name__)
 
+# metrics go to the store in batches: at most this many, at least this often (MLflow takes 1000 metrics a batch)
+BATCH_METRICS, BATCH_SECONDS = 500, 2.0
 RUN_STATUS = {"completed": "FINISHED", "pruned": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 PARENT_TAGS = ("hpo.study", "hpo.role")
 
@@ -81,7 +83,9 @@ class MLflowTrialCallback(TrainerCallback):
         self.objectives = list(objectives)
         self.client: Any = None
         self.run_id: str | None = None
-        self.pending: list[Any] = []  # metrics logged without waiting: waited for at the end
+        self.buffer: list[Any] = []  # metrics not yet sent
+        self.sent_at = time.monotonic()
+        self.pending: list[Any] = []  # batches sent without waiting: waited for at the end
         self.global_step = 0
         self.train_ended = False
         self.pruned_seen = False
@@ -127,11 +131,22 @@ class MLflowTrialCallback(TrainerCallback):
 
         self.global_step = state.global_step
         now = int(time.time() * 1000)
-        metrics = [Metric(metric_name(k), v, now, state.global_step) for k, v in numeric_items(logs).items()]
+        self.buffer += [
+            Metric(metric_name(k), v, now, state.global_step) for k, v in numeric_items(logs).items()
+        ]
+        if len(self.buffer) >= BATCH_METRICS or time.monotonic() - self.sent_at >= BATCH_SECONDS:
+            self._send()
+
+    def _send(self) -> None:
+        """The buffered metrics in one batch, not waited for: each batch is a transaction of the tracking store (about
+        10 ms on SQLite), so one per log record would cost a small model's training several times over."""
+        batch, self.buffer, self.sent_at = self.buffer, [], time.monotonic()
+        if not batch:
+            return
         try:
-            self.pending.append(self.client.log_batch(self.run_id, metrics=metrics, synchronous=False))
+            self.pending.append(self.client.log_batch(self.run_id, metrics=batch, synchronous=False))
         except Exception as error:  # a tracking server that is down costs its records, never the trial
-            logger.warning("MLflow log at step %d failed: %s", state.global_step, error)
+            logger.warning("MLflow: %d metrics not logged: %s", len(batch), error)
 
     def on_train_end(self, args, state, control, **kwargs):
         self.train_ended = True
@@ -153,6 +168,7 @@ class MLflowTrialCallback(TrainerCallback):
             if self.train_ended or status == "paused" or os.environ.get("RANK", "0") != "0":
                 return
             self._start()  # training never began (model_init or data raised): the trial still gets its run
+        self._send()
         for operation in self.pending:
             operation.wait()
         self._record_end(status, values, best_step, error, data or {})
