@@ -15,13 +15,17 @@ keep the older (the younger's creator deletes its own), so one parent run remain
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from hpo.spec import MLflowSpec
+from hpo.storage.urls import sqlite_path
 from hpo.tracking.logs import numeric_items, pruned_by_sibling
 from hpo.tracking.run_info import RunInfo
 from hpo.tracking.tensorboard_callback import value_tags
@@ -34,6 +38,23 @@ logger = logging.getLogger(__name__)
 BATCH_METRICS, BATCH_SECONDS = 500, 2.0
 RUN_STATUS = {"completed": "FINISHED", "pruned": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 PARENT_TAGS = ("hpo.study", "hpo.role")
+
+
+@contextlib.contextmanager
+def creation_lock(uri: str) -> Iterator[None]:
+    """For a SQLite store, an exclusive lock on a file beside it while a client opens it: workers that create a new
+    store at once ran MLflow's migrations side by side and failed their trials ("duplicate column name")."""
+    path = sqlite_path(uri)
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def tracking_uri(settings: MLflowSpec, output_dir: str | Path) -> str:
@@ -87,6 +108,7 @@ class MLflowTrialCallback(TrainerCallback):
         self.sent_at = time.monotonic()
         self.pending: list[Any] = []  # batches sent without waiting: waited for at the end
         self.global_step = 0
+        self.disabled = False  # the store could not be reached: this run goes untracked in MLflow
         self.train_ended = False
         self.pruned_seen = False
         self.finished = False
@@ -102,12 +124,23 @@ class MLflowTrialCallback(TrainerCallback):
         return f"{self.run.study_name}/trial-{root}"
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if state.is_world_process_zero and self.run_id is None:
+        if state.is_world_process_zero and self.run_id is None and not self.disabled:
             self._start()
 
     def _start(self) -> None:
+        try:
+            self._open_run()
+        except Exception as error:  # a tracking store that fails costs the MLflow run, never the trial
+            logger.warning(
+                "MLflow run for %s not started: %s: %s", self.run.run_id, type(error).__name__, error
+            )
+            self.disabled, self.run_id = True, None
+
+    def _open_run(self) -> None:
         mlflow = import_mlflow()
-        self.client = mlflow.MlflowClient(self.uri)
+        with creation_lock(self.uri):  # the first client creates the store's tables: one process at a time
+            self.client = mlflow.MlflowClient(self.uri)
+            self.client.search_experiments(max_results=1)
         experiment = experiment_id(self.client, self.experiment_name)
         found = self.client.search_runs([experiment], f"tags.`hpo.attempt` = '{self.attempt}'", max_results=1)
         if found:  # resumed or retried: the same run goes on
@@ -165,9 +198,11 @@ class MLflowTrialCallback(TrainerCallback):
             return
         self.finished = True
         if self.run_id is None:
-            if self.train_ended or status == "paused" or os.environ.get("RANK", "0") != "0":
+            if self.train_ended or self.disabled or status == "paused" or os.environ.get("RANK", "0") != "0":
                 return
             self._start()  # training never began (model_init or data raised): the trial still gets its run
+            if self.run_id is None:
+                return
         self._send()
         for operation in self.pending:
             operation.wait()

@@ -166,3 +166,31 @@ def test_report_to_in_a_study_points_to_the_tracking_section(tmp_path):
     path = write_study(tmp_path, training={"report_to": ["tensorboard"]})
     with pytest.raises(ConfigError, match=r"training\.report_to: .*set tracking\.tensorboard: true instead"):
         load_study_spec(path)
+
+
+def test_an_mlflow_store_that_fails_costs_the_mlflow_run_not_the_trial(tmp_path):
+    path = write_study(
+        tmp_path,
+        study={"n_trials": 1},
+        tracking={"store": False, "mlflow": {"tracking_uri": "nosuchscheme://nowhere"}},
+    )
+    run_study(str(path), n_trials=1, in_process=True)
+    [trial] = optuna.load_study(study_name="test", storage=load_study_spec(path).storage).trials
+    assert trial.state.name == "COMPLETE"
+
+
+@pytest.mark.slow
+def test_two_workers_share_one_new_mlflow_store(tmp_path):
+    """Two trial processes that open a new SQLite store at once both get their runs (MLflow's migrations, run side by
+    side, failed trials with "duplicate column name" before the store's creation took a lock)."""
+    path = write_study(tmp_path, study={"n_trials": 4}, tracking={"store": False, "mlflow": True})
+    run_study(str(path), n_trials=4, workers=2)
+    spec = load_study_spec(path)
+    trials = optuna.load_study(study_name="test", storage=spec.storage).trials
+    assert len(trials) == 4 and not [t for t in trials if t.state.name == "FAIL"]
+    client = mlflow_client(spec)
+    runs = client.search_runs([client.get_experiment_by_name("test").experiment_id])
+    assert sorted(r.info.run_name for r in runs if r.data.tags.get("hpo.role") != "study") == [
+        f"trial-{t.number}" for t in trials
+    ]
+    assert len([r for r in runs if r.data.tags.get("hpo.role") == "study"]) == 1
