@@ -54,7 +54,8 @@ def build_tracking_callbacks(spec: Spec, *, run: RunInfo) -> list[TrainerCallbac
     objectives = list(spec.study.metrics or []) if isinstance(spec, StudySpec) else []
     if spec.tracking.tensorboard is not None:
         folder = tensorboard_directory(spec, run) / tensorboard_run_name(run)
-        callbacks.append(TensorBoardTrialCallback(run, folder, objectives))
+        names = list(spec.search_space) if isinstance(spec, StudySpec) else []
+        callbacks.append(TensorBoardTrialCallback(run, folder, objectives, names))
     if spec.tracking.mlflow is not None:
         output_dir = wandb_directory(spec, run)
         callbacks.append(

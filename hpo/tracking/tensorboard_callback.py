@@ -42,10 +42,17 @@ def value_tags(objectives: list[str], count: int) -> list[str]:
 
 
 class TensorBoardTrialCallback(TrainerCallback):
-    def __init__(self, run: RunInfo, folder: str | Path, objectives: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        run: RunInfo,
+        folder: str | Path,
+        objectives: list[str] | None = None,
+        hparams: list[str] | None = None,
+    ) -> None:
         self.run = run
         self.folder = Path(folder)
-        self.objectives = list(objectives or [])
+        self.objectives = list(objectives or [])  # the study's metrics, eval_ prefixed
+        self.hparams = list(hparams or [])  # the search space's names: the HParams view's columns
         self.writer: Any = None
         self.global_step = 0
         self.train_ended = False
@@ -61,7 +68,15 @@ class TensorBoardTrialCallback(TrainerCallback):
             self.writer = summary_writer_class()(log_dir=str(self.folder), purge_step=purge)
             if not continuing:
                 hparams().write_hparams(self.writer, self.run.params)
+                if self.hparams:
+                    hparams().write_experiment(self.writer, self.hparams, self.metric_columns())
         return self.writer
+
+    def metric_columns(self) -> list[str]:
+        """The HParams view's metrics: the trial's value(s), the objective metrics' curves, the eval loss, the step a
+        pruned trial stopped at."""
+        curves = list(rewrite_logs(dict.fromkeys([*self.objectives, "eval_loss"])))
+        return [*value_tags(self.objectives, max(len(self.objectives), 1)), *curves, "hpo/pruned_step"]
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:

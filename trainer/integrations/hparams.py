@@ -49,6 +49,18 @@ def write_session_end(writer: Any, status: str) -> None:
     )
 
 
+def write_experiment(writer: Any, hparams: list[str], metrics: list[str]) -> None:
+    """Which hyperparameters and metrics the HParams view shows as columns (without it, every scalar of every run is a
+    column). Every run of a study writes the same one: the view takes the first it finds."""
+    experiment = api_pb2.Experiment(
+        hparam_infos=[api_pb2.HParamInfo(name=name) for name in hparams],
+        metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag)) for tag in metrics],
+    )
+    _write_plugin_data(
+        writer, metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment)
+    )
+
+
 def _write_plugin_data(writer: Any, tag: str, data: Any) -> None:
     data.version = metadata.PLUGIN_DATA_VERSION
     plugin = SummaryMetadata.PluginData(plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString())

@@ -80,6 +80,10 @@ def test_one_tensorboard_run_and_one_nested_mlflow_run_per_trial(tmp_path):
         [value] = run.Scalars("hpo/value")
         assert value.value == pytest.approx(trial.value) and value.step == trial.user_attrs["best_step"]
         assert "_hparams_/session_end_info" in run.summary_metadata
+        content = run.summary_metadata["_hparams_/experiment"].plugin_data.content
+        experiment = plugin_data_pb2.HParamsPluginData.FromString(content).experiment  # the view's columns
+        assert [h.name for h in experiment.hparam_infos] == ["learning_rate", "explode"]
+        assert [m.name.tag for m in experiment.metric_infos][:2] == ["hpo/value", "eval/accuracy"]
 
     client = mlflow_client(spec)
     experiment = client.get_experiment_by_name("test").experiment_id
