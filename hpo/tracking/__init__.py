@@ -1,14 +1,17 @@
-"""Experiment tracking: the experiment store (SQLite / PostgreSQL) and wandb, plugged into the Trainer as callbacks.
+"""Experiment tracking: the experiment store (SQLite / PostgreSQL), wandb, TensorBoard and MLflow, plugged into the
+Trainer as callbacks.
 
     store/            the experiment store: schema, interface, SQLite and PostgreSQL backends, `open_store`
     callbacks.py      `build_tracking_callbacks(spec, run=...)` and `finish_tracking(callbacks, outcome)`
-    store_callback.py, wandb_callback.py   the two Trainer callbacks; writer.py: their background writer
+    store_callback.py, wandb_callback.py   the store's and wandb's callbacks; writer.py: the store's background writer
+    tensorboard_callback.py, mlflow_callback.py   a run folder / an MLflow run per trial (nested under the study's)
     events.py         events recorded outside the training loop; where a spec's store lives (`store_location`)
     run_info.py       who a run is; logs.py: what the callbacks read from the Trainer; environment.py, digest.py
 
-`finish_tracking` ends the wandb run with the right exit code (0 completed/pruned, 1 failed) before the next trial can
-start, and flushes the store. When it is not called, `on_train_end` finishes them as "completed", and a trial whose
-training raised is finished as "failed" when the next trial's callbacks are built or the process exits.
+`finish_tracking` ends each tracker's run with the trial's result before the next trial can start (wandb's with exit
+code 0 for completed or pruned, 1 for failed) and flushes the store. When it is not called, a trial whose training
+ended is finished as "completed" (or "pruned"), one whose training raised as "failed", when the next trial's callbacks
+are built or the process exits.
 """
 
 from __future__ import annotations
