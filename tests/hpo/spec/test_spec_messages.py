@@ -41,7 +41,11 @@ def test_early_stopping_true_means_its_defaults():
     ("changes", "path", "expected"),
     [
         ({"tracking.wandb": 3}, "tracking.wandb", "must be true (wandb with its defaults) or a mapping"),
-        ({"tracking": [1]}, "tracking", "must be a mapping with the fields store, wandb, tensorboard, mlflow (got a list)"),
+        (
+            {"tracking": [1]},
+            "tracking",
+            "must be a mapping with the fields store, wandb, tensorboard, mlflow (got a list)",
+        ),
         (
             {"study.pruner": 5},
             "study.pruner",
