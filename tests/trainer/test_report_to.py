@@ -98,7 +98,8 @@ def test_wandb_offline_run_with_the_arguments_and_the_curves(tmp_path, monkeypat
     try:
         train(tmp_path, "wandb")
     finally:
-        wandb.finish()  # as a script's exit does
+        wandb.finish()  # as a script's exit does, and its service's end, which writes the run file out
+        wandb.teardown()
     [run] = offline_runs(tmp_path)
     assert (run.project, run.name) == ("ported", "reported")
     assert run.config["learning_rate"] == 0.01 and run.config["model/num_parameters"] > 0
