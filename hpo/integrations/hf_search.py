@@ -138,6 +138,10 @@ class _Search:
             callbacks.append(pruning)
         callbacks += copy.deepcopy(self.base_callbacks)  # fresh instances for every trial
         trial_trainer = _trainer_for_trial(self.trainer, args, callbacks, self._model_init(trial))
+        # Before train(), as transformers sets them: report_to's trackers read them when training begins (a wandb run
+        # per trial, a TensorBoard folder per trial)
+        trial_trainer.state.is_hyper_param_search = True
+        trial_trainer.state.trial_name, trial_trainer.state.trial_params = self._name(trial), dict(params)
         trial_trainer.train()
         if not tracker.evaluations:
             trial_trainer.evaluate()

@@ -80,9 +80,7 @@ def tensorboard_directory(spec: Spec, run: RunInfo) -> Path:
 
 def tensorboard_run_name(run: RunInfo) -> str:
     """`trial-<number>` of the trial's first attempt (a retry continues its folder); the run's name for a run."""
-    if run.kind != "trial":
-        return run.name
-    return f"trial-{run.origin.get('retry_root', run.origin.get('requeued_from_trial', run.trial_number))}"
+    return run.name if run.kind != "trial" else f"trial-{run.first_attempt}"
 
 
 def finish_tracking(callbacks: list[Any], outcome: TrialResult | None = None, **fields: Any) -> None:

@@ -118,10 +118,7 @@ class MLflowTrialCallback(TrainerCallback):
         """The run this training continues: the first attempt of a retried trial, the trial itself otherwise."""
         if self.run.kind != "trial":
             return self.run.run_id
-        root = self.run.origin.get(
-            "retry_root", self.run.origin.get("requeued_from_trial", self.run.trial_number)
-        )
-        return f"{self.run.study_name}/trial-{root}"
+        return f"{self.run.study_name}/trial-{self.run.first_attempt}"
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero and self.run_id is None and not self.disabled:

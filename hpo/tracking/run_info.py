@@ -53,6 +53,14 @@ class RunInfo:
                     ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value),
                 )
 
+    @property
+    def first_attempt(self) -> int | None:
+        """The trial whose tracker runs (TensorBoard folder, MLflow run) this one continues: its retry chain's first
+        trial (`retry_root`), else the trial itself; None for a run."""
+        if self.kind != "trial":
+            return None
+        return self.origin.get("retry_root", self.origin.get("requeued_from_trial", self.trial_number))
+
 
 ORIGIN_ATTRS = (
     "requeued_from_trial",

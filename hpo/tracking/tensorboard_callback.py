@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 SESSION_STATUS = {"completed": "success", "pruned": "aborted", "failed": "failure", "interrupted": "aborted"}
 
 
-def hparams() -> Any:
+def hparams_module() -> Any:
     """trainer.integrations.hparams, imported on first use: it imports tensorboard, an optional package."""
     return importlib.import_module("trainer.integrations.hparams")
 
@@ -47,12 +47,12 @@ class TensorBoardTrialCallback(TrainerCallback):
         run: RunInfo,
         folder: str | Path,
         objectives: list[str] | None = None,
-        hparams: list[str] | None = None,
+        hparam_names: list[str] | None = None,
     ) -> None:
         self.run = run
         self.folder = Path(folder)
         self.objectives = list(objectives or [])  # the study's metrics, eval_ prefixed
-        self.hparams = list(hparams or [])  # the search space's names: the HParams view's columns
+        self.hparam_names = list(hparam_names or [])  # the search space's names: the HParams view's columns
         self.writer: Any = None
         self.global_step = 0
         self.train_ended = False
@@ -67,9 +67,9 @@ class TensorBoardTrialCallback(TrainerCallback):
             purge = self.global_step if continuing and self.global_step > 0 else None
             self.writer = summary_writer_class()(log_dir=str(self.folder), purge_step=purge)
             if not continuing:
-                hparams().write_hparams(self.writer, self.run.params)
-                if self.hparams:
-                    hparams().write_experiment(self.writer, self.hparams, self.metric_columns())
+                hparams_module().write_hparams(self.writer, self.run.params)
+                if self.hparam_names:
+                    hparams_module().write_experiment(self.writer, self.hparam_names, self.metric_columns())
         return self.writer
 
     def metric_columns(self) -> list[str]:
@@ -117,7 +117,7 @@ class TensorBoardTrialCallback(TrainerCallback):
         if status == "pruned" and pruned_step is not None:
             writer.add_scalar("hpo/pruned_step", pruned_step, pruned_step)
         if status in SESSION_STATUS:
-            hparams().write_session_end(writer, SESSION_STATUS[status])
+            hparams_module().write_session_end(writer, SESSION_STATUS[status])
         if error:
             writer.add_text("hpo/error", error, self.global_step)
         writer.close()

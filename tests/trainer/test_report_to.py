@@ -95,6 +95,7 @@ def test_wandb_offline_run_with_the_arguments_and_the_curves(tmp_path, monkeypat
 
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_PROJECT", "ported")
+    wandb.teardown()  # wandb reads WANDB_DIR when it sets up, once a process: an earlier test's setup would win
     try:
         train(tmp_path, "wandb")
     finally:

@@ -159,22 +159,36 @@ def test_default_objective_and_refusals(tmp_path: Path) -> None:
         make_trainer(tmp_path, []).hyperparameter_search(n_trials=1, backend="ray")
 
 
-def test_report_to_tensorboard_gives_each_trial_its_own_run(tmp_path: Path) -> None:
+def test_report_to_gives_each_trial_its_own_tensorboard_folder_and_wandb_run(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import wandb
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from wandb_files import offline_runs
 
-    trainer = make_trainer(tmp_path, [], report_to="tensorboard")
-    trainer.hyperparameter_search(
-        hp_space=lambda trial: {"learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-2, log=True)},
-        n_trials=2,
-        direction="minimize",
-        backend="optuna",
-    )
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    wandb.teardown()  # wandb reads WANDB_DIR when it sets up, once a process: an earlier test's setup would win
+    trainer = make_trainer(tmp_path, [], report_to=["tensorboard", "wandb"])
+    try:
+        trainer.hyperparameter_search(
+            hp_space=lambda trial: {
+                "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-2, log=True)
+            },
+            n_trials=2,
+            direction="minimize",
+            backend="optuna",
+        )
+    finally:
+        wandb.finish()  # the last trial's run, as the script's exit would
+        wandb.teardown()
     runs = sorted({e.parent for e in (tmp_path / "search").rglob("events.out.tfevents.*")})
-    assert [run.relative_to(tmp_path / "search").parts[:2] for run in runs] == [
-        ("run-0", "runs"),
-        ("run-1", "runs"),
+    # transformers' folder for a trial: <output_dir>/runs/<date>_<host>/<trial name> (output_dir: run-<n> here)
+    assert [(run.parts[-4], run.parts[-3], run.name) for run in runs] == [
+        ("run-0", "runs", "run-0"),
+        ("run-1", "runs", "run-1"),
     ]
     for run in runs:
         events = EventAccumulator(str(run)).Reload()
         assert [e.step for e in events.Scalars("eval/loss")] == [3, 6]
         assert b"learning_rate" in events.summary_metadata["_hparams_/session_start_info"].plugin_data.content
+    assert sorted(run.name for run in offline_runs(tmp_path)) == ["run-0", "run-1"]  # one wandb run per trial

@@ -198,3 +198,44 @@ def test_two_workers_share_one_new_mlflow_store(tmp_path):
         f"trial-{t.number}" for t in trials
     ]
     assert len([r for r in runs if r.data.tags.get("hpo.role") == "study"]) == 1
+
+
+def test_a_paused_trial_resumed_continues_its_runs(tmp_path):
+    """A trial paused at a rung (ASHA, PBT) ends its piece as "paused" and a later piece, resumed from its checkpoint,
+    goes on in the same TensorBoard folder and the same MLflow run."""
+    import study_task
+
+    path = write_study(tmp_path, tracking={"store": False, "tensorboard": True, "mlflow": True})
+    spec = load_study_spec(path)
+    run = RunInfo(
+        kind="trial",
+        study_name="test",
+        trial_number=0,
+        params={"learning_rate": 0.01},
+        output_dir=spec.trial_dir(0),
+    )
+    train, evaluation = study_task.data({})
+    for steps, status, resume in ((8, "paused", None), (12, "completed", True)):
+        callbacks = build_tracking_callbacks(spec, run=run)
+        args = spec.training_arguments(spec.trial_dir(0), max_steps=steps, learning_rate=0.01)
+        trainer = Trainer(
+            model=study_task.model_init({}),
+            args=args,
+            train_dataset=train,
+            eval_dataset=evaluation,
+            callbacks=callbacks,
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        finish_tracking(
+            callbacks, status=status, values=[0.5] if status == "completed" else None, best_step=12
+        )
+
+    folder = Path(spec.output_dir) / "tensorboard" / "trial-0"
+    events = tensorboard_run(folder)
+    assert [e.step for e in events.Scalars("eval/loss")] == [4, 8, 12]
+    assert [e.value for e in events.Scalars("hpo/value")] == [0.5]
+    client = mlflow_client(spec)
+    runs = client.search_runs([client.get_experiment_by_name("test").experiment_id])
+    [child] = [r for r in runs if r.data.tags.get("hpo.role") != "study"]
+    assert child.info.status == "FINISHED" and child.data.tags["state"] == "completed"
+    assert [m.step for m in client.get_metric_history(child.info.run_id, "eval_loss")] == [4, 8, 12]
