@@ -9,6 +9,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from mlflow_store import fresh_mlflow_store
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from trainer_tasks import Regression, make_model
 
@@ -48,11 +49,9 @@ def test_tensorboard_writes_the_same_folder_and_curves_as_transformers(tmp_path)
         ]
 
 
+@pytest.mark.slow  # two trainings, each importing its stack, and a new MLflow store: ~12 s
 def test_mlflow_run_holds_what_transformers_logs(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
-    monkeypatch.setattr(mlflow.tracking._tracking_service.utils, "_tracking_uri", None)  # as a fresh process
+    uri = fresh_mlflow_store(tmp_path, monkeypatch)
     for package in PACKAGES:
         train(package, tmp_path / package, "mlflow")
     client = mlflow.MlflowClient(uri)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mlflow_store import fresh_mlflow_store
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from trainer_tasks import Regression, make_model, quiet_args
 from wandb_files import offline_runs
@@ -54,15 +55,7 @@ def test_tensorboard_logging_dir_from_the_environment(tmp_path, monkeypatch):
 
 @pytest.fixture
 def mlflow_uri(tmp_path, monkeypatch) -> str:
-    """A SQLite tracking store in MLFLOW_TRACKING_URI, seen as a fresh process sees it (no URI set by an earlier
-    test, no experiment chosen by one)."""
-    import mlflow
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
-    monkeypatch.setattr(mlflow.tracking._tracking_service.utils, "_tracking_uri", None)
-    return uri
+    return fresh_mlflow_store(tmp_path, monkeypatch)
 
 
 def test_mlflow_run_at_the_tracking_uri_with_params_and_metrics_per_step(tmp_path, monkeypatch, mlflow_uri):

@@ -43,6 +43,7 @@ def run_file(tmp_path: Path, **training) -> Path:
     return path
 
 
+@pytest.mark.slow  # a subprocess that imports torch, tensorboard and mlflow and creates an MLflow store: ~25 s
 def test_report_to_tensorboard_and_mlflow_from_a_run_file(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {
