@@ -1,39 +1,63 @@
 #!/usr/bin/env bash
-# The GPU checks that CPU cannot make, in one device call of at most 600 s (a session's GPU time is 15 minutes).
+# The GPU checks that CPU cannot make, in one device call of at most about 9 minutes (a session's GPU time is 15).
 # Prepare on your own machine, from the project root: wheels of the locked versions the GPU image lacks, in .whl/
-#   bash ../shared/gpu/fetch-wheels.sh pytest-timeout -c constraints.txt
-#   (optionally more of the lock: transformers, peft, accelerate, ... with `pip download -c constraints.txt`)
+#   bash ../shared/gpu/fetch-wheels.sh hjson transformers huggingface-hub truststore httpx2 httpcore2 idna click \
+#     peft accelerate -c constraints.txt
+#   .venv/bin/pip wheel --no-deps --no-build-isolation -c constraints.txt -w .whl deepspeed   # DeepSpeed: an sdist
+# and a dry run here (no GPU: each part says so, or checks its arguments):  GPU_CHECKS_DRY=1 bash bench/gpu_checks.sh
 # then on the GPU machine (device tool, carry [".whl"], timeout 600):  bash bench/gpu_checks.sh
-# Parts, each with its own time limit, outputs under $OUT (or ./gpu-verify):
-#   cuda-context   what a trial's process pays for CUDA, and why a warm worker must not make a context (bench/cuda_context.py)
-#   trainer-cuda   the Trainer against a hand loop and transformers' Trainer on CUDA with fp16 (bench/trainer_overhead.py)
-#   tests-gpu      tests/trainer and tests/hpo/scheduling with a GPU present
-#   packing        bench/gpu_packing.py at 1 and 4 trials per GPU and auto; big trials sized so that 3 fit, 4 do not
+# Parts, in the order that answers most first, each with its own time limit; logs under $OUT (or ./gpu-verify):
+#   packing      bench/gpu_packing.py at 1 and 4 trials per GPU and auto; big trials sized so that 3 fit, 4 do not
+#   oom          bench/gpu_oom.py: a trial that outgrows the GPU beside others is requeued and completes; a trial
+#                bigger than the GPU fails in one line
+#   strategies   bench/gpu_strategies.py: DDP, FSDP2, ZeRO-2, ZeRO-3 on one GPU over NCCL, bf16 and fp16, exact resume
+#   tests-gpu    the test files that touch CUDA or GPU memory, with the GPU present
+#   tests-broad  tests/trainer and tests/hpo with the GPU present, in parallel (pytest-xdist), for what is left
+#   (not by default: cuda-context, trainer-cuda, measured on 2026-11-25; GPU_CHECKS="cuda-context ..." runs them)
 set -u
 out=${OUT:-$PWD/gpu-verify}; mkdir -p "$out"
-if ls .whl/*.whl >/dev/null 2>&1; then
+dry=${GPU_CHECKS_DRY:-}
+if [ -z "$dry" ]; then
+  if ! ls .whl/*.whl >/dev/null 2>&1; then echo "no .whl/ folder: see this script's header"; exit 1; fi
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    > "$out/install.log" 2>&1 || { echo "wheel install failed: $(tail -1 "$out/install.log")"; exit 1; }
+    > /tmp/install.log 2>&1 || { echo "wheel install failed: $(tail -1 /tmp/install.log)"; exit 1; }
   export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-else
-  echo "no .whl/ folder: see this script's header"; exit 1
 fi
-export WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-python3 -c "import torch, optuna, transformers, peft; print('torch', torch.__version__, 'cuda', torch.version.cuda, '| optuna', optuna.__version__, '| transformers', transformers.__version__, '| peft', peft.__version__)" 2>&1 | tee -a "$out/gpu.txt"
-nproc | sed 's/^/cpus /' | tee -a "$out/gpu.txt"
-parts=${GPU_CHECKS:-cuda-context trainer-cuda tests-gpu packing}  # a rerun may name fewer
+export WANDB_MODE=offline WANDB_SILENT=true HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+python=${GPU_CHECKS_PYTHON:-python3}
+summary=$out/summary.txt
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+  $python -c "import torch, optuna, transformers, peft, deepspeed; print('torch', torch.__version__, 'cuda', torch.version.cuda, '| optuna', optuna.__version__, '| transformers', transformers.__version__, '| peft', peft.__version__, '| deepspeed', deepspeed.__version__)" 2>&1 | tail -1
+  echo "cpus $(nproc); $(date -u +%FT%TZ)"
+} | tee "$summary"
+parts=${GPU_CHECKS:-packing oom strategies tests-gpu tests-broad}  # a rerun may name fewer
 run() {  # $1: name, $2: seconds, rest: command
   local name=$1 limit=$2; shift 2
   case " $parts " in *" $name "*) ;; *) return 0 ;; esac
   local start=$SECONDS
   timeout "$limit" "$@" > "$out/$name.log" 2>&1; local code=$?
-  echo "== $name: exit $code in $((SECONDS - start)) s: $(grep -E 'passed|failed|error|ratio|x spawn|lost|trials/h|refused' "$out/$name.log" | tail -4 | tr '\n' ' ' | cut -c1-400)"
+  { echo "== $name: exit $code in $((SECONDS - start)) s"; grep -E '^== |passed|failed' "$out/$name.log" | tail -12; } \
+    | tee -a "$summary"
 }
-total_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{print $1 / 1024}')
-big_gib=$(awk -v t="$total_gib" 'BEGIN {printf "%.0f", t / 3.3}')  # three fit beside each other, four do not
-run cuda-context 45 python3 bench/cuda_context.py --repeats 5
-run trainer-cuda 60 python3 bench/trainer_overhead.py --device cuda --fp16 --case mlp --steps 500 --repeats 3
-run tests-gpu 210 python3 -m pytest -q -p no:cacheprovider --durations=10 tests/trainer tests/hpo/scheduling
-run packing 230 python3 bench/gpu_packing.py --study "${PACKING_STUDY:-both}" --modes 1,4,auto --trials 8 --big-trials 5 --big-gib "$big_gib" --keep
+total_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | awk '{print $1 / 1024}')
+big_gib=$(awk -v t="${total_gib:-80}" 'BEGIN {printf "%.0f", t / 3.3}')  # three fit beside each other, four do not
+check=${dry:+--check}
+run packing 200 $python bench/gpu_packing.py --study both --modes 1,4,auto --trials 8 --steps 200 --big-trials 5 \
+  --big-gib "$big_gib" --keep $check
 find /tmp -maxdepth 3 -name hpo.log -path "*packing*" -exec sh -c 'echo "== $1"; grep -iE "error|fail|oom|memory" "$1" | head -8' _ {} \; > "$out/packing-hpo.txt" 2>&1
+run oom 90 $python bench/gpu_oom.py $check
+run strategies 110 $python bench/gpu_strategies.py --setups ddp,fsdp,zero2,zero3 --precisions bf16,fp16 $check
+gpu_tests="tests/hpo/scheduling/test_gpu_gate.py tests/hpo/scheduling/test_gpu_sharing_study.py
+  tests/hpo/scheduling/test_gpu_memory.py tests/hpo/scheduling/test_scheduler_slots.py tests/hpo/scheduling/test_packing.py
+  tests/hpo/scheduling/test_scheduler_view.py tests/hpo/trial/test_oom.py tests/hpo/tracking/test_tracking_memory.py
+  tests/trainer/test_memory.py tests/trainer/test_robustness.py tests/trainer/test_compat_methods.py
+  tests/trainer/test_fork_warmup.py tests/hpo/cli/test_status_table.py tests/hpo/cli/test_study_commands.py"
+run tests-gpu 75 $python -m pytest -q -p no:cacheprovider -x --timeout 60 ${dry:+--collect-only} $gpu_tests
+# The MiniLM package (an 80 MB wheel) does not fit what a device call carries: its tests are left out here.
+xdist="-n 12"; [ -n "$dry" ] && xdist="--collect-only"  # the image has pytest-xdist; the lock does not
+run tests-broad 100 $python -m pytest -q -p no:cacheprovider --timeout 60 $xdist tests/trainer tests/hpo \
+  --ignore tests/trainer/test_adapters.py --ignore tests/hpo/export/test_peft_export.py \
+  --ignore tests/hpo/cli/test_peft_cli.py
+run cuda-context 45 $python bench/cuda_context.py --repeats 5
+run trainer-cuda 60 $python bench/trainer_overhead.py --device cuda --fp16 --case mlp --steps 500 --repeats 3

@@ -4,6 +4,9 @@
   that leaves an H100 mostly idle, so several of them share one well.
 - `hungry_init` / `feature_data`: a model whose activations take `activation_gib` GiB of GPU memory per step (a wide
   elementwise layer whose input and output stay alive through backward): trials that do not all fit on one GPU.
+- `profile_init` (bench/gpu_oom.py): the same model sized by the trial's `profile`: `steady` (`steady_gib` throughout),
+  `grower` (`grower_start_gib`, then `grower_gib` from training step `grow_at` on: small when the GPU gate measures it,
+  too big for the GPU beside others later) or `hog` (`hog_gib`: more than the GPU has).
 """
 
 from __future__ import annotations
@@ -59,15 +62,19 @@ def token_data(params: dict[str, Any] | None = None) -> tuple[Samples, Samples]:
 class Hungry(nn.Module):
     """x (B, F) -> relu(x[:, None, :] * w) (B, K, F) -> mean over K -> linear head. The (B, K, F) product and its
     relu are alive together in the forward, and relu's output and its gradient in the backward: about three times
-    B*K*F*4 bytes at the peak, so K is chosen for `activation_gib` at the batch size."""
+    B*K*F*4 bytes at the peak, so K is chosen for `activation_gib` at the batch size. With `grow_by` > 1 the weight
+    is repeated that many times from the `grow_at`-th training forward on: the activations grow by that factor."""
 
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, grow_by: int = 1, grow_at: int = 0) -> None:
         super().__init__()
         self.scale = nn.Parameter(torch.randn(width, FEATURES) * 0.05)
         self.head = nn.Linear(FEATURES, CLASSES)
+        self.grow_by, self.grow_at, self.forwards = grow_by, grow_at, 0
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        wide = torch.relu(x[:, None, :] * self.scale)
+        self.forwards += int(self.training)
+        grown = self.grow_by > 1 and self.forwards > self.grow_at
+        wide = torch.relu(x[:, None, :] * (self.scale.repeat(self.grow_by, 1) if grown else self.scale))
         logits = self.head(wide.mean(dim=1))
         out = {"logits": logits}
         if labels is not None:
@@ -75,12 +82,23 @@ class Hungry(nn.Module):
         return out
 
 
+def _width(gib: float, batch: int) -> int:
+    return max(1, int(gib * 2**30 / (3 * batch * FEATURES * 4)))
+
+
 def hungry_init(params: dict[str, Any] | None = None) -> nn.Module:
     params = params or {}
-    batch = int(params.get("batch_size", 32))
-    activation_bytes = float(params.get("activation_gib", 28.0)) * 2**30
-    width = max(1, int(activation_bytes / (3 * batch * FEATURES * 4)))
-    return Hungry(width)
+    return Hungry(_width(float(params.get("activation_gib", 28.0)), int(params.get("batch_size", 32))))
+
+
+def profile_init(params: dict[str, Any]) -> nn.Module:
+    batch, profile = int(params.get("batch_size", 32)), params["profile"]
+    if profile == "grower":
+        start, grown = float(params["grower_start_gib"]), float(params["grower_gib"])
+        return Hungry(
+            _width(start, batch), grow_by=max(2, round(grown / start)), grow_at=int(params["grow_at"])
+        )
+    return Hungry(_width(float(params[f"{profile}_gib"]), batch))
 
 
 def feature_data(params: dict[str, Any] | None = None) -> tuple[Samples, Samples]:

@@ -47,6 +47,11 @@ class DeepSpeedStrategy(ParallelStrategy):
             os.environ.setdefault("DS_ACCELERATOR", "cpu")  # what DeepSpeed would guess, minus its warning
             _remove_stale_shm_segment(self.rank)
             distributed.barrier()  # every rank's stale segment is gone before any rank maps its peers'
+        if layout.world_size == 1:
+            # A world of one started by plain `python` (no launcher): DeepSpeed's engine reads these from the
+            # environment as its own launcher or torchrun would set them, and refuses to start without LOCAL_RANK.
+            for name, value in (("LOCAL_RANK", 0), ("RANK", 0), ("WORLD_SIZE", 1)):
+                os.environ.setdefault(name, str(value))
         import deepspeed
 
         if self.device.type == "cpu":
