@@ -216,9 +216,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         gpu = str(chosen.index)
         print(f"GPU {gpu}: {chosen.name}, {chosen.total / 2**30:.1f} GiB, {chosen.free / 2**30:.1f} GiB free")
-        outcomes = [
-            run_mode(root, kind, mode, gpu, options) for kind in options.studies for mode in options.modes
-        ]
+        outcomes = []
+        for kind in options.studies:
+            for mode in options.modes:
+                outcomes.append(run_mode(root, kind, mode, gpu, options))
+                print(
+                    f"== {kind} {mode}: {outcomes[-1]}", flush=True
+                )  # each as it ends: a run cut short keeps them
         report(outcomes)
         return 0
     finally:

@@ -61,8 +61,9 @@ def token_data(params: dict[str, Any] | None = None) -> tuple[Samples, Samples]:
 
 class Hungry(nn.Module):
     """x (B, F) -> relu(x[:, None, :] * w) (B, K, F) -> mean over K -> linear head. The (B, K, F) product and its
-    relu are alive together in the forward, and relu's output and its gradient in the backward: about three times
-    B*K*F*4 bytes at the peak, so K is chosen for `activation_gib` at the batch size. With `grow_by` > 1 the weight
+    relu are alive together in the forward, and relu's output and its gradient in the backward, with the allocator's
+    rounding: about four times B*K*F*4 bytes at the peak (an H200, 2026-11-28: K sized for three times gave a
+    56.6 GiB peak for 42.1 GiB asked), so K is chosen for `activation_gib` at the batch size. With `grow_by` > 1 the weight
     is repeated that many times from the `grow_at`-th training forward on: the activations grow by that factor."""
 
     def __init__(self, width: int, grow_by: int = 1, grow_at: int = 0) -> None:
@@ -83,7 +84,7 @@ class Hungry(nn.Module):
 
 
 def _width(gib: float, batch: int) -> int:
-    return max(1, int(gib * 2**30 / (3 * batch * FEATURES * 4)))
+    return max(1, int(gib * 2**30 / (4 * batch * FEATURES * 4)))
 
 
 def hungry_init(params: dict[str, Any] | None = None) -> nn.Module:

@@ -173,6 +173,20 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+def cast_floating(batch: Any, dtype: torch.dtype) -> Any:
+    """The batch with its floating-point tensors in `dtype` (integer ids and labels as they are)."""
+    if torch.is_tensor(batch):
+        return batch.to(dtype) if torch.is_floating_point(batch) else batch
+    if isinstance(batch, dict):
+        return type(batch)({k: cast_floating(v, dtype) for k, v in batch.items()})
+    if isinstance(batch, (list, tuple)):
+        cast = [cast_floating(v, dtype) for v in batch]
+        return type(batch)(*cast) if hasattr(batch, "_fields") else type(batch)(cast)
+    if hasattr(batch, "keys") and hasattr(batch, "__getitem__"):  # transformers' BatchEncoding
+        return {k: cast_floating(batch[k], dtype) for k in batch.keys()}
+    return batch
+
+
 def first_tensor(batch: Any) -> torch.Tensor | None:
     if torch.is_tensor(batch):
         return batch
