@@ -101,7 +101,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fp16", action="store_true", help="fp16 with loss scaling (needs --cuda)")
     parser.add_argument("--cuda", action="store_true", help="train on the GPU (one rank per GPU; NCCL)")
     parser.add_argument(
-        "--hidden", type=int, default=32, help="the MLP's width (bench/gpu_strategies.py: wider)"
+        "--hidden", type=int, default=32, help="the MLP's width (bench/gpu/strategies.py: wider)"
     )
     parser.add_argument("--zero-stage", type=int, default=None)
     parser.add_argument("--offload", action="store_true", help="ZeRO: optimizer state offloaded to CPU")
