@@ -11,6 +11,7 @@ import subprocess
 import pytest
 import safetensors.torch
 import torch
+from cli_support import PBT
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 from scheduler_support import kill_quietly, start_hpo, trials, wait_for
@@ -22,16 +23,6 @@ from hpo.storage.lineage import latest_by_member, member_of, members, schedule, 
 from hpo.storage.study_db import open_study
 from hpo.study import run_study
 from hpo.tracking.store import open_store
-
-PBT = {
-    "type": "pbt",
-    "population": 4,
-    "perturbation_interval": 4,
-    "max_resource": 12,
-    "quantile_fraction": 0.25,
-    "resample_probability": 0.0,
-    "mutations": {"learning_rate": {"factors": [0.5, 2.0]}},
-}
 
 
 def pbt_study(folder, **sections):
