@@ -14,7 +14,7 @@ import torch
 from cli_support import PBT
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
-from scheduler_support import kill_quietly, start_hpo, trials, wait_for
+from scheduler_support import kill_quietly, run_hpo_to_end, start_hpo, trials, wait_for
 from study_task import write_study
 
 from hpo.cli import main
@@ -147,12 +147,7 @@ def test_a_retried_member_records_its_retry_once_however_often_it_pauses(tmp_pat
     dead.wait()  # the process that ran member 0 is gone: `hpo run` queues it again as it starts
     for key, value in {"host": socket.gethostname(), "pid": dead.pid, "run_dir": spec.trial_dir(0)}.items():
         crashed.set_user_attr(key, value)
-    process = start_hpo(folder, "run", "--workers", "1")
-    try:
-        output, _ = process.communicate(timeout=240)
-    finally:
-        kill_quietly(process)
-    assert process.returncode == 0, output
+    run_hpo_to_end(folder, "run", "--workers", "1", timeout=240)
     (retry,) = [t for t in trials(folder) if t.user_attrs.get("requeued_from_trial") == 0]
     assert retry.state == TrialState.COMPLETE and sorted(retry.intermediate_values) == [4]  # paused once
     store = open_store(spec.store_url)
