@@ -414,7 +414,7 @@ SCRIPTS = [
 
 def test_the_pages_name_scripts():
     named = {script for _, _, script in SCRIPTS}
-    assert {".ci/run", ".ci/drift", "bench/peers.py", "bench/pbt.py"} <= named, named
+    assert {".ci/run", ".ci/drift", "bench/peers/compare.py", "bench/pause/pbt.py"} <= named, named
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -160,17 +160,29 @@ def accumulation_windows(batches: Iterator[Any], size: int) -> Iterator[list[Any
         yield window
 
 
-def move_to_device(batch: Any, device: torch.device) -> Any:
+def map_tensors(batch: Any, change: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """The batch with `change` applied to every tensor in it (nested dicts, lists, tuples, named tuples)."""
     if torch.is_tensor(batch):
-        return batch.to(device, non_blocking=True)
+        return change(batch)
     if isinstance(batch, dict):
-        return type(batch)({k: move_to_device(v, device) for k, v in batch.items()})
+        return type(batch)({k: map_tensors(v, change) for k, v in batch.items()})
     if isinstance(batch, (list, tuple)):
-        moved = [move_to_device(v, device) for v in batch]
-        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
-    if hasattr(batch, "to") and hasattr(batch, "keys"):  # transformers' BatchEncoding
-        return batch.to(device)
+        changed = [map_tensors(v, change) for v in batch]
+        return type(batch)(*changed) if hasattr(batch, "_fields") else type(batch)(changed)
+    if hasattr(batch, "keys") and hasattr(batch, "__getitem__"):  # transformers' BatchEncoding (a UserDict)
+        return {k: map_tensors(batch[k], change) for k in batch.keys()}
     return batch
+
+
+def move_to_device(batch: Any, device: torch.device) -> Any:
+    if hasattr(batch, "to") and hasattr(batch, "keys") and not isinstance(batch, dict):
+        return batch.to(device)  # transformers' BatchEncoding moves itself and stays one
+    return map_tensors(batch, lambda tensor: tensor.to(device, non_blocking=True))
+
+
+def cast_floating(batch: Any, dtype: torch.dtype) -> Any:
+    """The batch with its floating-point tensors in `dtype` (integer ids and labels as they are)."""
+    return map_tensors(batch, lambda tensor: tensor.to(dtype) if torch.is_floating_point(tensor) else tensor)
 
 
 def first_tensor(batch: Any) -> torch.Tensor | None:

@@ -31,7 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.asha import evaluations  # noqa: E402
+from bench.pause.asha import evaluations  # noqa: E402
 from bench.search.methods import Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS, Problem  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402

@@ -1,7 +1,7 @@
 """What a run of a method is judged on, and how seeds are summarised.
 
 Per run (one method, one seed): the time until the best-so-far value (every evaluation of every trial counts, as in
-bench/asha.py: the value was seen, and its checkpoint kept under `save_strategy: best`) first reaches each target;
+bench/pause/asha.py: the value was seen, and its checkpoint kept under `save_strategy: best`) first reaches each target;
 the best-so-far at 1/4, 1/2 and all of the wall budget; the worker-seconds spent. Over seeds: the median and the
 interquartile range; a target a run never reached counts as infinitely late, so a median is finite only when more
 than half the seeds reached it, and the table says how many did.

@@ -28,7 +28,7 @@ class Problem:
     ]  # promotion ASHA's pause points, in global steps (rung_levels of the scheduler)
     eta: int = 3
     pruner_min_steps: int = 0  # Optuna's successive halving / Hyperband min_resource, in global steps
-    # Measured by `bench/pause.py resume` on digits, quiet 2-core machine (docs/benchmarks.md, "Pausing and
+    # Measured by `bench/pause/costs.py resume` on digits, quiet 2-core machine (docs/benchmarks.md, "Pausing and
     # resuming"), after issue 26's warm resumes: medians over 12-18 trials. Before them: 0.25 s, 0.8 s and 0.2 s.
     pause_s: float = 0.035  # one pause: the decision at the rung to the trial paused in the database
     resume_s: float = 0.098  # one resume: claim to the first step (fork, model, restore)
@@ -51,7 +51,7 @@ class Problem:
 
 PROBLEMS = {
     # studies/digits_mlp.yaml as it ships: 20 epochs of 45 steps (1,437 images at batch 32), an evaluation each epoch,
-    # 30 trials on 2 workers. ASHA as in bench/asha.py (epochs 1, 3, 9 -> 20, eta 3); the pruners' min_resource one
+    # 30 trials on 2 workers. ASHA as in bench/pause/asha.py (epochs 1, 3, 9 -> 20, eta 3); the pruners' min_resource one
     # epoch, Hyperband's max 20 epochs, as in the study file. Pause, resume and start costs: the defaults above.
     "digits": Problem(
         name="digits",
@@ -86,7 +86,7 @@ PROBLEMS = {
     # of 12 steps (192 generated reviews at batch 16), evaluated every 6 steps instead of the file's 12 (8 points a
     # pruner or a rung can act at). 100 configurations of its space (r, lora_alpha, lora_dropout, target_modules,
     # learning rate); a study of 30 trials on 2 workers. ASHA at steps 6 and 18 (eta 3), the pruners' min_resource 6
-    # steps. Pause, resume and start: `bench/pause.py resume --study studies/minilm_lora.yaml` on a quiet 2-core
+    # steps. Pause, resume and start: `bench/pause/costs.py resume --study studies/minilm_lora.yaml` on a quiet 2-core
     # machine (docs/benchmarks.md): a resume 0.305 s, a fresh start 0.255 s, a pause 0.072 s.
     "minilm-lora": Problem(
         name="minilm-lora",

@@ -37,7 +37,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.asha import evaluations  # noqa: E402
+from bench.pause.asha import evaluations  # noqa: E402
 from bench.search.crosscheck import study_section  # noqa: E402
 from bench.search.figures import FRACTIONS, QUANTILES, run_figures  # noqa: E402
 from bench.search.methods import HPO_METHOD, Method, methods_for  # noqa: E402

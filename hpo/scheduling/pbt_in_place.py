@@ -95,7 +95,7 @@ def judge(study: optuna.Study, plan: PbtPlan, number: int, point: int) -> bool |
 def slot_needed(study: optuna.Study, plan: PbtPlan, point: int) -> bool:
     """Whether a member short of `point` waits for a slot (not started, paused behind it, queued again): then this
     member pauses at once, as `judge` would tell it to, after one read instead of the claim lock and a write. With 8
-    members on 2 slots that is most intervals of most members (bench/pause.py pbt)."""
+    members on 2 slots that is most intervals of most members (bench/pause/costs.py pbt)."""
     states, latest = population(study)
     if len(states) < plan.scheduler.population:
         return True

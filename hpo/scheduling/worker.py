@@ -114,7 +114,7 @@ WAIT = "wait"  # nothing to claim now, but a running trial may still crash and b
 POLL_S = 0.5
 # Nothing to claim yet: ask again soon, then less and less often. In a study that pauses trials, work usually
 # appears within a training segment (a partner pauses, an interval's scores complete); a flat half-second wait
-# left a slot idle for most of a segment (bench/pause.py pbt), while a claim costs a few milliseconds.
+# left a slot idle for most of a segment (bench/pause/costs.py pbt), while a claim costs a few milliseconds.
 FIRST_WAIT_S = 0.02
 SWEEP_EVERY_S = 1.0
 

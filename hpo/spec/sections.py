@@ -93,7 +93,7 @@ class ResourcesSpec(Section):
         heartbeats, and without one before it counts as crashed.
     fresh_process_per_trial: on the CPU a worker's trial process, once it has sent its result, stays and runs the
         worker's next trial (no fork, no exit, no cold start: a trial's start and first steps cost about a third less
-        CPU, bench/gap.py). Every trial still builds its own model, optimizer and Trainer, seeded as in a new process,
+        CPU, bench/peers/gap.py). Every trial still builds its own model, optimizer and Trainer, seeded as in a new process,
         and a crash takes down one trial, whose retry gets a new process. Set true when the task's code keeps state
         between trials in its own module (a cache, a counter, data changed in place): each trial then gets a new
         process forked from the worker. Trials on GPUs and multi-rank trials always get new processes (the memory goes

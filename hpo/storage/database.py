@@ -5,7 +5,7 @@ SQLite (the embedded default): Optuna's RDBStorage on a database in WAL mode, wh
 wants to write fails at once with "database is locked" when another process wrote in between (the busy handler is not
 even called), which is exactly what parallel Optuna workers do. Taking the write lock up front turns those failures into
 short waits; a BEGIN that still times out is retried with back-off. Measured in `tests/hpo/test_storage_load.py` and
-`bench/scheduling.py`; JournalStorage was the alternative, but it has no heartbeats, which crash recovery needs.
+`bench/overhead/scheduling.py`; JournalStorage was the alternative, but it has no heartbeats, which crash recovery needs.
 
 PostgreSQL (many machines): plain RDBStorage with pre-ping, so connections dropped by the server are replaced.
 

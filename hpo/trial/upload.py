@@ -3,7 +3,7 @@
 The Trainer fires `on_save` after it renamed `checkpoint-<step>/` into place, so the folder is complete; the upload runs
 then, in the training thread: a checkpoint another machine may resume from must be in the store before the trial goes
 on (or pauses, or stops on a preemption). What moved is kept in the trial's `uploaded` attribute (files, bytes,
-seconds, checkpoints, the newest one's step), for `hpo status` readers and the figures of bench/object_store.py.
+seconds, checkpoints, the newest one's step), for `hpo status` readers and the figures of bench/overhead/object_store.py.
 """
 
 from __future__ import annotations

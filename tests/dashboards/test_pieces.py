@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import optuna
 from dashboard_fixtures import answer
-from scheduler_support import kill_quietly, start_hpo
+from scheduler_support import run_hpo_to_end
 from study_task import write_study
 
 from dashboards.api import DashboardApi
@@ -33,12 +33,7 @@ def test_each_piece_of_a_pbt_member_is_a_bar_and_the_best_panel_shows_current_va
         search_space={"learning_rate": {"type": "float", "low": 1.0e-4, "high": 0.5, "log": True}},
         resources={"workers": 1},
     )
-    process = start_hpo(tmp_path, "run")
-    try:
-        output, _ = process.communicate(timeout=300)
-    finally:
-        kill_quietly(process)
-    assert process.returncode == 0, output
+    run_hpo_to_end(tmp_path, "run")
     url = f"sqlite:///{tmp_path / 'out' / 'study.db'}"
     api = DashboardApi(OptunaSource(url), StoreReader(None))
     # A member pauses at an interval unless it is decided there at once and kept (then it trains on in place): one

@@ -98,6 +98,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-size", type=int, default=96)
     parser.add_argument("--eval-size", type=int, default=37)
     parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--fp16", action="store_true", help="fp16 with loss scaling (needs --cuda)")
+    parser.add_argument("--cuda", action="store_true", help="train on the GPU (one rank per GPU; NCCL)")
+    parser.add_argument(
+        "--hidden", type=int, default=32, help="the MLP's width (bench/gpu/strategies.py: wider)"
+    )
     parser.add_argument("--zero-stage", type=int, default=None)
     parser.add_argument("--offload", action="store_true", help="ZeRO: optimizer state offloaded to CPU")
     parser.add_argument("--fsdp-sharded", action="store_true", help="FSDP: SHARDED_STATE_DICT checkpoints")
@@ -149,11 +154,13 @@ def training_arguments(options: argparse.Namespace) -> TrainingArguments:
         save_strategy="steps" if options.save_steps or options.load_best else "no",
         save_steps=4 if options.load_best else options.save_steps or 500,
         bf16=options.bf16,
+        fp16=options.fp16,
         ddp_timeout=options.timeout,
         disable_tqdm=True,
         report_to="none",
         seed=1,
-        use_cpu=True,  # 2 CPU ranks with gloo, also where a GPU is present (a 1-GPU machine has no GPU for rank 1)
+        # 2 CPU ranks with gloo by default, also where a GPU is present (a 1-GPU machine has no GPU for rank 1)
+        use_cpu=not options.cuda,
         **extra,
     )
 
@@ -167,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     if options.raise_at:
         callbacks.append(RaiseAt(options.raise_at, rank=1))
     trainer = Trainer(
-        model_init=MLP,
+        model_init=lambda: MLP(options.hidden),
         args=training_arguments(options),
         train_dataset=Blobs(options.train_size, seed=1),
         eval_dataset=Blobs(options.eval_size, seed=2),
@@ -198,6 +205,7 @@ def run(trainer: Trainer, options: argparse.Namespace) -> dict:
         "strategy": trainer.strategy.name,
         "world_size": trainer.strategy.world_size,
         "global_step": train.global_step,
+        "train_runtime": train.metrics.get("train_runtime"),
         "best_model_checkpoint": trainer.state.best_model_checkpoint,
         "log_history": trainer.state.log_history,
         "eval": output.metrics,

@@ -241,6 +241,29 @@ def test_deepspeed_without_zero_leaves_bf16_to_the_trainers_autocast():
     assert fill_deepspeed_config(explicit, _args(), 2)["bf16"] == {"enabled": True}
 
 
+@pytest.mark.parametrize("precision,dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16)])
+def test_deepspeed_half_precision_casts_float_inputs_instead_of_autocasting(precision, dtype):
+    # DeepSpeed keeps the module in half precision and turns an outer CUDA autocast off inside its forward: on an
+    # H200 float inputs met bf16 weights ("mat1 and mat2 must have the same dtype"). Inputs are cast, as in
+    # transformers; integer ids and labels stay as they are.
+    from trainer.strategies.deepspeed import DeepSpeedStrategy
+
+    strategy = DeepSpeedStrategy(_args())
+    strategy.device = torch.device("cpu")
+    strategy.config = {"zero_optimization": {"stage": 3}, precision: {"enabled": True}}
+    assert strategy.engine_dtype() == dtype
+    assert not isinstance(strategy.autocast(), torch.autocast)
+    batch = strategy.move_batch(
+        {"x": torch.ones(2, 3), "labels": torch.tensor([0, 1]), "extra": [torch.zeros(1)]}
+    )
+    assert (batch["x"].dtype, batch["labels"].dtype, batch["extra"][0].dtype) == (dtype, torch.int64, dtype)
+    strategy.config = {
+        "zero_optimization": {"stage": 0}
+    }  # stage 0, bf16 left to the Trainer: autocast as before
+    assert strategy.engine_dtype() is None
+    assert strategy.move_batch({"x": torch.ones(1)})["x"].dtype == torch.float32
+
+
 def test_use_cpu_keeps_every_rank_on_the_cpu_also_where_cuda_is_present():
     from trainer.distributed import pick_device
 

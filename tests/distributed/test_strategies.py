@@ -250,3 +250,11 @@ def test_load_best_model_at_end_under_sharded_strategies(jobs, setup):
     assert max_difference(job.weights, reference(jobs, setup).weights) > 1e-3, (
         "the best is not the last model"
     )
+
+
+def test_deepspeed_trains_as_a_world_of_one_started_by_plain_python(jobs):
+    # No launcher sets LOCAL_RANK: DeepSpeed's engine refused to start ("DeepSpeed requires the LOCAL_RANK environment
+    # variable"), the way a single-GPU run of bench/gpu/strategies.py is started.
+    job = jobs.run("zero2-alone", ["--strategy", "deepspeed", "--zero-stage", "2"], nproc=1)
+    assert job.result["strategy"] == "deepspeed"
+    assert (job.result["world_size"], job.result["global_step"]) == (1, STEPS)

@@ -6,9 +6,7 @@ cancelled mid-trial by scancel; the export is made from the store on a third, em
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 import s3fs
 import safetensors.torch
 import torch
+from cli_support import PBT, stored_trials
 from optuna.trial import FrozenTrial, TrialState
 from scheduler_support import slow_study, wait_for
 from study_task import write_study
@@ -31,32 +30,15 @@ from hpo.storage import pause
 from hpo.storage.database import create_storage
 from hpo.storage.lineage import latest_by_member, member_of, members, segments
 
+
+def _hpo(folder: Path, *args: str, env: dict[str, str] | None = None):
+    return hpo(
+        folder, *args, env=env, timeout=400
+    )  # uploads to the object store on a loaded node take longer
+
+
 pytestmark = [pytest.mark.slurm, pytest.mark.s3]
 ASHA = {"type": "asha", "min_resource": 8, "max_resource": 32, "reduction_factor": 2}
-PBT = {
-    "type": "pbt",
-    "population": 4,
-    "perturbation_interval": 4,
-    "max_resource": 12,
-    "quantile_fraction": 0.25,
-    "resample_probability": 0.0,
-    "mutations": {"learning_rate": {"factors": [0.5, 2.0]}},
-}
-
-
-def _hpo(folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 400):
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "250", **(env or {})}
-    command = [sys.executable, "-m", "hpo.cli", *args]
-    return subprocess.run(
-        command, cwd=folder, capture_output=True, text=True, env=environment, timeout=timeout
-    )
-
-
-def _trials(url: str, name: str) -> list[FrozenTrial]:
-    try:
-        return optuna.load_study(study_name=name, storage=create_storage(url)).get_trials(deepcopy=False)
-    except KeyError:
-        return []
 
 
 def _submit(folder: Path, postgres_url: str, *extra: str) -> tuple[str, int]:
@@ -208,7 +190,7 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
 
     def trial_zero_paused_on_a_task_that_trains() -> int | None:
         mirrors = _task_mirrors(tmp_path, job_id, url)
-        trials = _trials(postgres_url, name)
+        trials = stored_trials(postgres_url, name)
         zero = next((t for t in trials if t.number == 0), None)
         if set(mirrors) != {0, 1} or zero is None or not pause.is_paused(zero):
             return None
@@ -228,7 +210,7 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
     elapsed = time.monotonic() - started
     assert states[cancelled] == "CANCELLED" and states[other] == "COMPLETED", states
 
-    trials = _trials(postgres_url, name)
+    trials = stored_trials(postgres_url, name)
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     stopped = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("interrupted")]
     assert len(finished) == n_trials, [(t.number, t.state.name, t.user_attrs.get("error")) for t in trials]
@@ -263,7 +245,7 @@ def _decided_member_held_by_one_task(folder: Path, job_id: str, url: str, name: 
     mirrors = _task_mirrors(folder, job_id, url)
     if set(mirrors) != {0, 1}:
         return None
-    for trial in _trials(postgres_url, name):
+    for trial in stored_trials(postgres_url, name):
         checkpoint = pause.checkpoint_of(trial)
         if not pause.is_paused(trial) or checkpoint is None:
             continue
@@ -304,7 +286,7 @@ def test_pbt_across_two_tasks_that_share_no_folder(tmp_path, postgres_url, slurm
     subprocess.run(["scancel", f"{job_id}_{cancelled}"], check=True)
     states = _wait_until_ended(job_id, tasks)
     assert states[cancelled] == "CANCELLED" and states[1 - cancelled] == "COMPLETED", states
-    trials = _trials(postgres_url, name)
+    trials = stored_trials(postgres_url, name)
     latest = latest_by_member(trials)
     assert len(latest) == 4 and {t.state for t in latest.values()} == {TrialState.COMPLETE}
     assert all(t.state == TrialState.COMPLETE or t.user_attrs.get("requeued") for t in trials)

@@ -3,40 +3,20 @@ PostgreSQL study; scancel and SLURM's time-limit warning (USR1) mid-trial; the r
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
-import optuna
 import pytest
-from optuna.trial import FrozenTrial, TrialState
+from cli_support import run_hpo, stored_trials
+from optuna.trial import TrialState
 from scheduler_support import MAX_STEPS, slow_study, wait_for
 from study_task import write_study
 
 from hpo.integrations.slurm import ACTIVE_STATES, recorded_jobs, task_states
-from hpo.storage.database import create_storage
 
 pytestmark = pytest.mark.slurm
-
-
-def _hpo(
-    folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 240
-) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "hpo.cli", *args]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "250", **(env or {})}
-    return subprocess.run(
-        command, cwd=folder, capture_output=True, text=True, env=environment, timeout=timeout
-    )
-
-
-def _trials(url: str, name: str) -> list[FrozenTrial]:
-    try:
-        return optuna.load_study(study_name=name, storage=create_storage(url)).get_trials(deepcopy=False)
-    except KeyError:
-        return []
 
 
 def _job(folder: Path) -> tuple[str, int]:
@@ -64,13 +44,13 @@ def test_a_two_task_array_runs_the_study_to_exactly_n_trials(tmp_path, postgres_
     name = f"slurm-{uuid.uuid4().hex[:8]}"
     write_study(tmp_path, study={"name": name, "n_trials": 6, "pruner": {"type": "none"}})
     started = time.monotonic()
-    done = _hpo(
+    done = run_hpo(
         tmp_path, "run", "study.yaml", "--launcher", "slurm", "--workers", "2", "--storage", postgres_url
     )
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
     assert "submitted SLURM job" in done.stdout and "hpo status study.yaml" in done.stdout
-    trials = _trials(postgres_url, name)
+    trials = stored_trials(postgres_url, name)
     assert sorted(t.number for t in trials) == list(range(6))
     assert all(t.state == TrialState.COMPLETE for t in trials), [(t.number, t.state.name) for t in trials]
     job_id, tasks = _job(tmp_path)
@@ -79,7 +59,7 @@ def test_a_two_task_array_runs_the_study_to_exactly_n_trials(tmp_path, postgres_
     assert (logs / f"{job_id}_0.out").is_file() and (logs / f"{job_id}_1.out").is_file()
     assert "this run finished 6 trials" in done.stdout
     print(f"2-task array, 6 trials: {elapsed:.1f} s from the command to its summary")
-    status = _hpo(tmp_path, "status", "study.yaml", "--storage", postgres_url)
+    status = run_hpo(tmp_path, "status", "study.yaml", "--storage", postgres_url)
     assert status.returncode == 0, status.stderr
     assert "SLURM jobs" in status.stdout and job_id in status.stdout
 
@@ -91,7 +71,7 @@ def test_scancel_of_one_task_mid_trial_the_other_resumes_it_and_n_trials_holds(
     # Trials of 8 s or more, 4 of them: on a loaded machine one task's worker may start 10-20 s after the other's,
     # and both must be seen training at once.
     slow_study(tmp_path, delay=0.2, study={"name": name, "n_trials": 4, "pruner": {"type": "none"}})
-    submitted = _hpo(
+    submitted = run_hpo(
         tmp_path,
         "run",
         "study.yaml",
@@ -108,7 +88,7 @@ def test_scancel_of_one_task_mid_trial_the_other_resumes_it_and_n_trials_holds(
     job_id, tasks = _job(tmp_path)
 
     def two_running_with_checkpoints() -> bool:
-        running = [t for t in _trials(postgres_url, name) if t.state == TrialState.RUNNING]
+        running = [t for t in stored_trials(postgres_url, name) if t.state == TrialState.RUNNING]
         return len(running) == 2 and all(
             (tmp_path / "out" / f"trial-{t.number}" / "checkpoint-4").is_dir() for t in running
         )
@@ -117,7 +97,7 @@ def test_scancel_of_one_task_mid_trial_the_other_resumes_it_and_n_trials_holds(
     subprocess.run(["scancel", f"{job_id}_0"], check=True)  # SIGTERM to every process of task 0
     states = _wait_until_ended(job_id, tasks)
     assert states[0] == "CANCELLED" and states[1] == "COMPLETED", states
-    trials = _trials(postgres_url, name)
+    trials = stored_trials(postgres_url, name)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     requeued = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("requeued")]
     assert len(complete) == 4, [(t.number, t.state.name, t.user_attrs.get("error")) for t in trials]
@@ -140,18 +120,20 @@ def test_the_time_limit_warning_saves_the_trial_and_a_new_array_resumes_it(
     name = f"slurm-{uuid.uuid4().hex[:8]}"
     slow_study(tmp_path, delay=0.1, study={"name": name, "n_trials": 1, "pruner": {"type": "none"}})
     arguments = ["run", "study.yaml", "--launcher", "slurm", "--storage", postgres_url, "--no-dry-run"]
-    submitted = _hpo(tmp_path, *arguments, "--detach")
+    submitted = run_hpo(tmp_path, *arguments, "--detach")
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     job_id, tasks = _job(tmp_path)
     wait_for(lambda: (tmp_path / "out" / "trial-0" / "checkpoint-4").is_dir(), what="trial 0 at checkpoint-4")
     subprocess.run(["scancel", "--batch", "--signal=USR1", f"{job_id}_0"], check=True)
     _wait_until_ended(job_id, tasks)
-    stopped, queued = _trials(postgres_url, name)  # the stopped attempt, and its retry waiting in the queue
+    stopped, queued = stored_trials(
+        postgres_url, name
+    )  # the stopped attempt, and its retry waiting in the queue
     assert stopped.state == TrialState.FAIL and stopped.user_attrs.get("interrupted"), stopped.user_attrs
     assert stopped.user_attrs.get("requeued") and queued.state == TrialState.WAITING
-    again = _hpo(tmp_path, *arguments)
+    again = run_hpo(tmp_path, *arguments)
     assert again.returncode == 0, again.stdout + again.stderr
-    retry = _trials(postgres_url, name)[-1]
+    retry = stored_trials(postgres_url, name)[-1]
     assert retry.state == TrialState.COMPLETE and retry.user_attrs["resumed_from_trial"] == 0
     assert retry.user_attrs["resume_from"].endswith(f"checkpoint-{stopped.user_attrs['interrupted_step']}")
 
@@ -166,11 +148,11 @@ def _refused(done: subprocess.CompletedProcess, *words: str) -> None:
 def test_refusals_exit_2_with_one_line_before_any_job_exists(tmp_path, postgres_url, slurm_cluster):
     write_study(tmp_path, study={"name": f"slurm-{uuid.uuid4().hex[:8]}", "n_trials": 2})
     before = _newest_job_id()
-    sqlite = _hpo(tmp_path, "run", "study.yaml", "--launcher", "slurm", "--workers", "2")
+    sqlite = run_hpo(tmp_path, "run", "study.yaml", "--launcher", "slurm", "--workers", "2")
     _refused(
         sqlite, "study.storage: a SLURM study needs a database every node reaches (PostgreSQL)", "SQLite"
     )
-    no_sbatch = _hpo(
+    no_sbatch = run_hpo(
         tmp_path,
         "run",
         "study.yaml",
@@ -181,7 +163,7 @@ def test_refusals_exit_2_with_one_line_before_any_job_exists(tmp_path, postgres_
         env={"PATH": "/nonexistent"},
     )
     _refused(no_sbatch, "sbatch is not on PATH")
-    bad_key = _hpo(
+    bad_key = run_hpo(
         tmp_path,
         "run",
         "study.yaml",
@@ -193,7 +175,7 @@ def test_refusals_exit_2_with_one_line_before_any_job_exists(tmp_path, postgres_
         "launcher.partiton=debug",
     )
     _refused(bad_key, "launcher.partiton")
-    bad_option = _hpo(
+    bad_option = run_hpo(
         tmp_path,
         "run",
         "study.yaml",

@@ -126,3 +126,14 @@ def kill_quietly(process: subprocess.Popen) -> None:
     if process.poll() is None:
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def run_hpo_to_end(folder: Path, *args: str, timeout: float = 300, env: dict[str, str] | None = None) -> str:
+    """`hpo ARGS` in `folder` to its end (killed if it outlives `timeout`); asserts exit 0, returns its output."""
+    process = start_hpo(folder, *args, env=env)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    finally:
+        kill_quietly(process)
+    assert process.returncode == 0, output
+    return output

@@ -17,7 +17,11 @@ SCRIPT = Path(__file__).parent / "scripts" / "glue_style.py"
 
 
 def run_script(*argv: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    support = (
+        Path(__file__).resolve().parents[1] / "support"
+    )  # the script's tiny model and data (tiny_glue.py)
+    path = os.pathsep.join(filter(None, [str(support), os.environ.get("PYTHONPATH", "")]))
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     return subprocess.run(
         [sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, timeout=300, env=environment
     )

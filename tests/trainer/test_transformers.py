@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tiny_glue import Parity, tiny_bert_config
 from trainer_tasks import quiet_args
 
 from trainer import Trainer
@@ -12,38 +13,9 @@ from trainer import Trainer
 transformers = pytest.importorskip("transformers")
 
 
-class Parity(torch.utils.data.Dataset):
-    """Label 1 when token 5 appears in the sequence."""
-
-    def __init__(self, n: int = 48) -> None:
-        generator = torch.Generator().manual_seed(0)
-        self.ids = torch.randint(6, 30, (n, 8), generator=generator)
-        self.labels = torch.arange(n) % 2
-        self.ids[self.labels == 1, 3] = 5
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i):
-        return {
-            "input_ids": self.ids[i],
-            "attention_mask": torch.ones(8, dtype=torch.long),
-            "labels": self.labels[i],
-        }
-
-
 def tiny_bert():
-    config = transformers.BertConfig(
-        vocab_size=32,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-        num_labels=2,
-    )
     torch.manual_seed(0)
-    return transformers.BertForSequenceClassification(config)
+    return transformers.BertForSequenceClassification(tiny_bert_config())
 
 
 def test_a_transformers_model_trains_evaluates_and_saves_pretrained(tmp_path, monkeypatch):

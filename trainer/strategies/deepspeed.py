@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from trainer import distributed
+from trainer.data import cast_floating
 from trainer.deepspeed_config import fill_deepspeed_config, zero_stage
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory
 from trainer.strategies.parallel import (
@@ -47,6 +48,11 @@ class DeepSpeedStrategy(ParallelStrategy):
             os.environ.setdefault("DS_ACCELERATOR", "cpu")  # what DeepSpeed would guess, minus its warning
             _remove_stale_shm_segment(self.rank)
             distributed.barrier()  # every rank's stale segment is gone before any rank maps its peers'
+        if layout.world_size == 1:
+            # A world of one started by plain `python` (no launcher): DeepSpeed's engine reads these from the
+            # environment as its own launcher or torchrun would set them, and refuses to start without LOCAL_RANK.
+            for name, value in (("LOCAL_RANK", 0), ("RANK", 0), ("WORLD_SIZE", 1)):
+                os.environ.setdefault(name, str(value))
         import deepspeed
 
         if self.device.type == "cpu":
@@ -83,6 +89,27 @@ class DeepSpeedStrategy(ParallelStrategy):
             # ZeRO wraps the torch optimizer but shares its param_groups, so a torch scheduler on it drives the lr.
             scheduler = build_scheduler(_torch_optimizer(optimizer))
         return engine, optimizer, scheduler
+
+    # ---- precision -------------------------------------------------------------------------------------
+    def engine_dtype(self) -> torch.dtype | None:
+        """The dtype DeepSpeed's own mixed precision keeps the module in (its bf16 or fp16 section), or None."""
+        for key, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+            if self.config.get(key, {}).get("enabled") is True:
+                return dtype
+        return None
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        # In DeepSpeed's bf16/fp16 modes the module itself is in half precision, and the engine turns an outer CUDA
+        # autocast off inside its forward (deepspeed/runtime/torch_autocast.py): float inputs met half weights
+        # ("mat1 and mat2 must have the same dtype", seen on an H200). Inputs are cast instead, as transformers does.
+        if self.engine_dtype() is not None:
+            return contextlib.nullcontext()
+        return super().autocast()
+
+    def move_batch(self, batch: Any) -> Any:
+        dtype = self.engine_dtype()
+        batch = super().move_batch(batch)
+        return batch if dtype is None else cast_floating(batch, dtype)
 
     def no_backward_sync(self, model: torch.nn.Module, enabled: bool) -> contextlib.AbstractContextManager:
         return _accumulation_boundary(model, is_boundary=not enabled)

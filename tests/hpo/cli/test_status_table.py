@@ -6,6 +6,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from cli_support import PBT
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 from study_task import write_study
@@ -136,17 +137,6 @@ def test_status_shows_a_requeued_attempt_as_requeued_with_its_reason(tmp_path: P
     }
     assert "trial 2 failed: CUDA out of memory (queued again: the next `hpo run` resumes it)" in out
     assert "1 complete, 1 pruned, 1 requeued" in out
-
-
-PBT = {
-    "type": "pbt",
-    "population": 4,
-    "perturbation_interval": 4,
-    "max_resource": 12,
-    "quantile_fraction": 0.25,
-    "resample_probability": 0.0,
-    "mutations": {"learning_rate": {"factors": [0.5, 2.0]}},
-}
 
 
 def test_status_of_a_pbt_study_shows_each_members_step_copies_current_values_and_whole_time(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from optuna.trial import TrialState
-from scheduler_support import kill_quietly, start_hpo, trials
+from scheduler_support import run_hpo_to_end, trials
 from study_task import write_study
 
 ASHA = {
@@ -33,12 +33,7 @@ def test_a_paused_trial_keeps_its_best_checkpoint_until_it_completes(tmp_path):
         resources={"workers": 1},
         callbacks=[{"import": "study_task:StepClock"}],
     )
-    process = start_hpo(tmp_path, "run")
-    try:
-        output, _ = process.communicate(timeout=300)
-    finally:
-        kill_quietly(process)
-    assert process.returncode == 0, output
+    run_hpo_to_end(tmp_path, "run")
     complete = [t for t in trials(tmp_path) if t.state == TrialState.COMPLETE]
     assert len(complete) == 1, [(t.number, t.state) for t in trials(tmp_path)]
     best = complete[0]

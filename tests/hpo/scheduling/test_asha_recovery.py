@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from optuna.trial import TrialState
-from scheduler_support import kill_quietly, slow_study, start_hpo, trials, wait_for
+from scheduler_support import kill_quietly, run_hpo_to_end, slow_study, start_hpo, trials, wait_for
 
 from hpo.storage import pause
 from hpo.storage.retention import checkpoints_in
@@ -43,12 +43,7 @@ def asha_slow_study(folder, n_trials, delay=0.05, **scheduler):
 
 def run_again_to_the_end(folder) -> None:
     """A second `hpo run` after a kill: it must finish the study and exit 0."""
-    second = start_hpo(folder, "run")
-    try:
-        output, _ = second.communicate(timeout=300)
-    finally:
-        kill_quietly(second)
-    assert second.returncode == 0, output
+    run_hpo_to_end(folder, "run")
 
 
 def paused_now(folder):

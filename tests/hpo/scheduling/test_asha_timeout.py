@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import optuna
 from optuna.trial import TrialState
-from scheduler_support import kill_quietly, start_hpo, study_url, trials
+from scheduler_support import run_hpo_to_end, study_url, trials
 from study_task import write_study
 
 from hpo.scheduling.asha import hopeless
@@ -27,12 +27,7 @@ ASHA = {
 
 
 def run(folder, *args):
-    process = start_hpo(folder, "run", *args)
-    try:
-        output, _ = process.communicate(timeout=300)
-    finally:
-        kill_quietly(process)
-    assert process.returncode == 0, output
+    output = run_hpo_to_end(folder, "run", *args)
     return output
 
 

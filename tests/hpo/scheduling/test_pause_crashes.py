@@ -5,7 +5,7 @@ that interval's decision for it. The kill is a callback that SIGKILLs its own tr
 from __future__ import annotations
 
 from optuna.trial import TrialState
-from scheduler_support import kill_quietly, start_hpo, trials
+from scheduler_support import run_hpo_to_end, trials
 from study_task import write_study
 
 from hpo.scheduling.pbt import DECIDED
@@ -38,12 +38,7 @@ def kill_after_save(folder, step):
 
 
 def run_to_the_end(folder):
-    process = start_hpo(folder, "run")
-    try:
-        output, _ = process.communicate(timeout=300)
-    finally:
-        kill_quietly(process)
-    assert process.returncode == 0, output
+    output = run_hpo_to_end(folder, "run")
     assert (folder / "killed").exists(), "the kill hook never fired"
     return output
 

@@ -11,9 +11,10 @@ import subprocess
 import pytest
 import safetensors.torch
 import torch
+from cli_support import PBT
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
-from scheduler_support import kill_quietly, start_hpo, trials, wait_for
+from scheduler_support import kill_quietly, run_hpo_to_end, start_hpo, trials, wait_for
 from study_task import write_study
 
 from hpo.cli import main
@@ -22,16 +23,6 @@ from hpo.storage.lineage import latest_by_member, member_of, members, schedule, 
 from hpo.storage.study_db import open_study
 from hpo.study import run_study
 from hpo.tracking.store import open_store
-
-PBT = {
-    "type": "pbt",
-    "population": 4,
-    "perturbation_interval": 4,
-    "max_resource": 12,
-    "quantile_fraction": 0.25,
-    "resample_probability": 0.0,
-    "mutations": {"learning_rate": {"factors": [0.5, 2.0]}},
-}
 
 
 def pbt_study(folder, **sections):
@@ -156,12 +147,7 @@ def test_a_retried_member_records_its_retry_once_however_often_it_pauses(tmp_pat
     dead.wait()  # the process that ran member 0 is gone: `hpo run` queues it again as it starts
     for key, value in {"host": socket.gethostname(), "pid": dead.pid, "run_dir": spec.trial_dir(0)}.items():
         crashed.set_user_attr(key, value)
-    process = start_hpo(folder, "run", "--workers", "1")
-    try:
-        output, _ = process.communicate(timeout=240)
-    finally:
-        kill_quietly(process)
-    assert process.returncode == 0, output
+    run_hpo_to_end(folder, "run", "--workers", "1", timeout=240)
     (retry,) = [t for t in trials(folder) if t.user_attrs.get("requeued_from_trial") == 0]
     assert retry.state == TrialState.COMPLETE and sorted(retry.intermediate_values) == [4]  # paused once
     store = open_store(spec.store_url)

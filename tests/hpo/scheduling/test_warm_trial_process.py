@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from optuna.trial import TrialState
-from scheduler_support import kill_quietly, start_hpo, trials
+from scheduler_support import run_hpo_to_end, trials
 from study_task import write_study
 
 from hpo.study.manager import run_study
@@ -60,12 +60,7 @@ def test_a_trial_that_kills_its_process_costs_that_trial_alone(tmp_path):
             }
         ],
     )
-    run = start_hpo(tmp_path, "run")
-    try:
-        output, _ = run.communicate(timeout=240)
-    finally:
-        kill_quietly(run)
-    assert run.returncode == 0, output
+    run_hpo_to_end(tmp_path, "run", timeout=240)
 
     killed_pid = int((tmp_path / "killed").read_text().split()[0])
     found = trials(tmp_path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from optuna.trial import TrialState
-from scheduler_support import kill_quietly, start_hpo, trials
+from scheduler_support import run_hpo_to_end, trials
 from study_task import write_study
 
 from hpo.export.write import export_study
@@ -34,12 +34,7 @@ def test_a_retry_keeps_and_exports_the_best_checkpoint_its_predecessor_saved(tmp
             },
         ],
     )
-    process = start_hpo(tmp_path, "run")
-    try:
-        output, _ = process.communicate(timeout=300)
-    finally:
-        kill_quietly(process)
-    assert process.returncode == 0, output
+    run_hpo_to_end(tmp_path, "run")
     assert (tmp_path / "killed").exists(), "the kill hook never fired"
     found = trials(tmp_path)
     crashed = next(t for t in found if t.number == 0)

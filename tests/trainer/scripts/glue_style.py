@@ -1,5 +1,5 @@
 """The body of transformers' examples/pytorch/text-classification/run_glue.py, unchanged but for the import of the
-Trainer (and a tiny model and data set built in place, so that it needs no Hub download).
+Trainer (and a tiny model and data set from tests/support/tiny_glue.py, so that it needs no Hub download).
 
 Run: python glue_style.py --output_dir OUT --do_train --do_eval --do_predict --max_steps 4 [...]
 """
@@ -10,9 +10,9 @@ import sys
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 import transformers
-from transformers import BertConfig, BertForSequenceClassification, EvalPrediction, HfArgumentParser
+from tiny_glue import Parity, tiny_bert_config  # tests/support, on the PYTHONPATH the test gives
+from transformers import BertForSequenceClassification, EvalPrediction, HfArgumentParser
 
 from trainer import Trainer, TrainingArguments, set_seed
 
@@ -29,26 +29,6 @@ class DataTrainingArguments:
 @dataclass
 class ModelArguments:
     model_name_or_path: str = field(default="tiny-bert")
-
-
-class Parity(torch.utils.data.Dataset):
-    """Label 1 when token 5 appears: a task a one-layer BERT learns in a few steps."""
-
-    def __init__(self, n: int, seed: int) -> None:
-        generator = torch.Generator().manual_seed(seed)
-        self.ids = torch.randint(6, 30, (n, 8), generator=generator)
-        self.labels = torch.arange(n) % 2
-        self.ids[self.labels == 1, 3] = 5
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i):
-        return {
-            "input_ids": self.ids[i],
-            "attention_mask": torch.ones(8, dtype=torch.long),
-            "labels": self.labels[i],
-        }
 
 
 def main():
@@ -74,15 +54,7 @@ def main():
     logger.info(f"Training/evaluation parameters {training_args}")
     set_seed(training_args.seed)
 
-    config = BertConfig(
-        vocab_size=32,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-        num_labels=2,
-    )
+    config = tiny_bert_config()
     model = BertForSequenceClassification(config)
     with training_args.main_process_first(desc="dataset map pre-processing"):
         train_dataset, eval_dataset, predict_dataset = Parity(64, 0), Parity(16, 1), Parity(16, 2)
