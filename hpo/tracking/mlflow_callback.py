@@ -26,10 +26,10 @@ from typing import Any
 
 from hpo.spec import MLflowSpec
 from hpo.storage.urls import sqlite_path
-from hpo.tracking.logs import numeric_items, pruned_by_sibling
+from hpo.tracking.logs import numeric_items
 from hpo.tracking.run_info import RunInfo
 from hpo.tracking.tensorboard_callback import value_tags
-from trainer.callbacks import TrainerCallback
+from hpo.tracking.trial_tracker import TrialTracker
 from trainer.integrations.mlflow import import_mlflow, metric_name
 
 logger = logging.getLogger(__name__)
@@ -93,10 +93,11 @@ def study_parent_run(client: Any, experiment: str, study: str) -> str:
     return oldest
 
 
-class MLflowTrialCallback(TrainerCallback):
+class MLflowTrialCallback(TrialTracker):
     def __init__(
         self, settings: MLflowSpec, run: RunInfo, *, output_dir: str | Path, objectives: list[str]
     ) -> None:
+        super().__init__()
         self.settings = settings
         self.run = run
         self.uri = tracking_uri(settings, output_dir)
@@ -107,11 +108,7 @@ class MLflowTrialCallback(TrainerCallback):
         self.buffer: list[Any] = []  # metrics not yet sent
         self.sent_at = time.monotonic()
         self.pending: list[Any] = []  # batches sent without waiting: waited for at the end
-        self.global_step = 0
         self.disabled = False  # the store could not be reached: this run goes untracked in MLflow
-        self.train_ended = False
-        self.pruned_seen = False
-        self.finished = False
 
     @property
     def attempt(self) -> str:
@@ -178,22 +175,14 @@ class MLflowTrialCallback(TrainerCallback):
         except Exception as error:  # a tracking server that is down costs its records, never the trial
             logger.warning("MLflow: %d metrics not logged: %s", len(batch), error)
 
-    def on_train_end(self, args, state, control, **kwargs):
-        self.train_ended = True
-        self.pruned_seen = pruned_by_sibling(kwargs)
-        self.global_step = state.global_step
-
-    def finish(
+    def record_end(
         self,
         status: str,
-        values: list[float] | None = None,
-        best_step: int | None = None,
-        error: str | None = None,
-        data: dict[str, Any] | None = None,
+        values: list[float] | None,
+        best_step: int | None,
+        error: str | None,
+        data: dict[str, Any],
     ) -> None:
-        if self.finished:
-            return
-        self.finished = True
         if self.run_id is None:
             if self.train_ended or self.disabled or status == "paused" or os.environ.get("RANK", "0") != "0":
                 return

@@ -24,11 +24,11 @@ from typing import Any
 
 from hpo.tracking import environment
 from hpo.tracking.footprint import footprint
-from hpo.tracking.logs import arguments_dict, numeric_items, pruned_by_sibling, state_summary
+from hpo.tracking.logs import arguments_dict, numeric_items, state_summary
 from hpo.tracking.run_info import RunInfo
 from hpo.tracking.store import Batch, ExperimentStore, open_store, trial_run_id
+from hpo.tracking.trial_tracker import TrialTracker
 from hpo.tracking.writer import BackgroundWriter
-from trainer.callbacks import TrainerCallback
 
 ORIGIN_ATTEMPTS, ORIGIN_RETRY_S = 120, 0.5  # a retry's origin, while the store does not answer: a minute
 
@@ -86,17 +86,15 @@ def record_origin(location: str, run: RunInfo) -> bool:
         store.close()
 
 
-class ExperimentStoreCallback(TrainerCallback):
+class ExperimentStoreCallback(TrialTracker):
     checkpoint_may_be_in_flight = True  # on_save records the checkpoint's path; it need not be in place yet
 
     def __init__(self, location: str, run: RunInfo, *, flush_interval: float = 1.0) -> None:
+        super().__init__()
         self.location = location
         self.run = run
         self.flush_interval = flush_interval
         self.writer: BackgroundWriter | None = None
-        self.train_ended = False
-        self.pruned_seen = False
-        self.finished = False
         self.first_step_seen = False
         self.saved: list[dict[str, Any]] = []  # checkpoint rows waiting for their folder to be in place
 
@@ -156,8 +154,7 @@ class ExperimentStoreCallback(TrainerCallback):
             self.writer.submit("artifacts", self.saved.pop(0))  # type: ignore[union-attr]
 
     def on_train_end(self, args, state, control, **kwargs):
-        self.train_ended = True
-        self.pruned_seen = pruned_by_sibling(kwargs)
+        super().on_train_end(args, state, control, **kwargs)
         if self.writer is None:
             return
         self._submit_saved(None)  # training ends with every checkpoint in place
@@ -171,17 +168,14 @@ class ExperimentStoreCallback(TrainerCallback):
         self.writer.flush(timeout=30)
 
     # ---- the result, from the study manager (or a fallback) --------------------------------------------------
-    def finish(
+    def record_end(
         self,
         status: str,
-        values: list[float] | None = None,
-        best_step: int | None = None,
-        error: str | None = None,
-        data: dict[str, Any] | None = None,
+        values: list[float] | None,
+        best_step: int | None,
+        error: str | None,
+        data: dict[str, Any],
     ) -> None:
-        if self.finished:
-            return
-        self.finished = True
         if self.writer is None:
             if os.environ.get("RANK", "0") != "0":
                 return  # another rank of a distributed run; rank 0 records it

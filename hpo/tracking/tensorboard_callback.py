@@ -17,9 +17,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from hpo.tracking.logs import numeric_items, pruned_by_sibling
+from hpo.tracking.logs import numeric_items
 from hpo.tracking.run_info import RunInfo
-from trainer.callbacks import TrainerCallback
+from hpo.tracking.trial_tracker import TrialTracker
 from trainer.integrations.logs import rewrite_logs
 from trainer.integrations.tensorboard import summary_writer_class
 
@@ -41,7 +41,7 @@ def value_tags(objectives: list[str], count: int) -> list[str]:
     return [f"hpo/value/{name}" for name in names]
 
 
-class TensorBoardTrialCallback(TrainerCallback):
+class TensorBoardTrialCallback(TrialTracker):
     def __init__(
         self,
         run: RunInfo,
@@ -49,15 +49,12 @@ class TensorBoardTrialCallback(TrainerCallback):
         objectives: list[str] | None = None,
         hparam_names: list[str] | None = None,
     ) -> None:
+        super().__init__()
         self.run = run
         self.folder = Path(folder)
         self.objectives = list(objectives or [])  # the study's metrics, eval_ prefixed
         self.hparam_names = list(hparam_names or [])  # the search space's names: the HParams view's columns
         self.writer: Any = None
-        self.global_step = 0
-        self.train_ended = False
-        self.pruned_seen = False
-        self.finished = False
 
     def _writer(self) -> Any:
         """Opened at the first record, when a resumed Trainer has restored its step: an earlier attempt's events
@@ -90,22 +87,14 @@ class TensorBoardTrialCallback(TrainerCallback):
             writer.add_scalar("train/epoch", float(logs["epoch"]), state.global_step)
         writer.flush()
 
-    def on_train_end(self, args, state, control, **kwargs):
-        self.train_ended = True
-        self.pruned_seen = pruned_by_sibling(kwargs)
-        self.global_step = state.global_step
-
-    def finish(
+    def record_end(
         self,
         status: str,
-        values: list[float] | None = None,
-        best_step: int | None = None,
-        error: str | None = None,
-        data: dict[str, Any] | None = None,
+        values: list[float] | None,
+        best_step: int | None,
+        error: str | None,
+        data: dict[str, Any],
     ) -> None:
-        if self.finished:
-            return
-        self.finished = True
         if self.writer is None and status == "paused":
             return
         writer = self._writer()

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from hpo.spec import WandbSpec
-from hpo.tracking.logs import arguments_dict, numeric_items, pruned_by_sibling
+from hpo.tracking.logs import arguments_dict, numeric_items
 from hpo.tracking.run_info import RunInfo
-from trainer.callbacks import TrainerCallback
+from hpo.tracking.trial_tracker import TrialTracker
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +66,9 @@ def release_wandb(imported_before: bool) -> None:
             owner.cleanup()
 
 
-class WandbCallback(TrainerCallback):
+class WandbCallback(TrialTracker):
     def __init__(self, settings: WandbSpec, run: RunInfo, *, directory: str | Path) -> None:
+        super().__init__()
         self.project = settings.project
         self.entity = settings.entity
         self.mode = default_mode(settings.mode)
@@ -75,9 +76,6 @@ class WandbCallback(TrainerCallback):
         self.run = run
         self.directory = Path(directory)
         self.wandb_run: Any = None
-        self.train_ended = False
-        self.pruned_seen = False
-        self.finished = False
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero and self.wandb_run is None and self.mode != "disabled":
@@ -124,22 +122,18 @@ class WandbCallback(TrainerCallback):
                 logger.warning("wandb log at step %d failed: %s", state.global_step, error)
 
     def on_train_end(self, args, state, control, **kwargs):
-        self.train_ended = True
-        self.pruned_seen = pruned_by_sibling(kwargs)
+        super().on_train_end(args, state, control, **kwargs)
         if self.wandb_run is not None:
             self.wandb_run.summary["global_step"] = state.global_step
 
-    def finish(
+    def record_end(
         self,
         status: str,
-        values: list[float] | None = None,
-        best_step: int | None = None,
-        error: str | None = None,
-        data: dict[str, Any] | None = None,
+        values: list[float] | None,
+        best_step: int | None,
+        error: str | None,
+        data: dict[str, Any],
     ) -> None:
-        if self.finished:
-            return
-        self.finished = True
         if self.wandb_run is None:
             if self.train_ended or self.mode == "disabled" or os.environ.get("RANK", "0") != "0":
                 return
