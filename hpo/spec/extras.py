@@ -13,7 +13,9 @@ STRATEGY_PACKAGES = {"deepspeed": ("deepspeed", "deepspeed")}
 
 
 def installed(module: str) -> bool:
-    """Whether `import module` can work, without importing it (deepspeed's import costs seconds)."""
+    """Whether `import module` can work, without importing it (deepspeed's import costs seconds). trainer/report_to.py
+    has the same check; importing it from here would import torch (through the trainer package) where the study file
+    is only being read."""
     if module in sys.modules:
         return sys.modules[module] is not None  # None: an import known to fail
     try:
