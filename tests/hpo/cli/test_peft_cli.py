@@ -104,7 +104,10 @@ def test_target_modules_that_match_nothing_list_the_models_linear_layers(tmp_pat
     assert "its linear layers are classifier, dense, key, query, value" in err
 
 
-def test_every_searched_target_modules_choice_is_checked(tmp_path, capsys):
+def test_every_searched_target_modules_choice_is_checked(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(
+        tmp_path
+    )  # the study's relative output folder (its workers' logs) lands here, not in the checkout
     space = {"target_modules": {"type": "categorical", "choices": ["query,value", "attn_out"]}}
     path = write(tmp_path, STUDY, search_space=space)
     assert run_main("run", str(path), "--storage", f"sqlite:///{tmp_path / 's.db'}") == 2
