@@ -12,7 +12,8 @@ A trial trains to min_resource * reduction_factor^k (global steps, or epochs wit
 `max_rungs` of them, reports its objective there, saves a checkpoint and pauses; `hpo.scheduling.promotion` decides
 which paused trials continue. `max_resource` is the trial's full length: it becomes `training.max_steps` (or
 `num_train_epochs`), so the learning-rate schedule is laid out for it from the start and a promoted trial ends bitwise
-equal to one trained straight through. It defaults to the training length the file gives. Optuna pruners stop trials
+equal to one trained straight through. It defaults to the training length the file gives, and `resource`
+defaults to that length's unit: epochs for a study that trains by `num_train_epochs` without `max_steps`, else steps. Optuna pruners stop trials
 instead; a study has one or the other.
 
 Without `min_resource` the study gets one rung at its first evaluation (`eval_steps` with `eval_strategy: steps`, the
@@ -54,7 +55,7 @@ class RankGateSpec(Section):
 
 class SchedulerSpec(Section):
     type: Literal["asha"] = "asha"
-    resource: Literal["steps", "epochs"] = "steps"
+    resource: Literal["steps", "epochs"] = "steps"  # not given: the unit of the training length (settle)
     min_resource: int | None = Field(None, ge=1)  # None: one rung at the first evaluation (settle)
     max_resource: int | None = Field(None, ge=1)
     reduction_factor: int = Field(3, ge=2)
@@ -82,6 +83,7 @@ class SchedulerSpec(Section):
     def settle(self, training: dict[str, Any]) -> dict[str, Any]:
         """Check the scheduler against the training section; fill max_resource from it and it from max_resource.
         Returns the training section to use."""
+        self._follow_the_length_unit(training)
         key = self.training_length_key()
         given = training.get(key)
         if self.resource == "epochs" and int(training.get("max_steps", -1) or -1) > 0:
@@ -119,6 +121,16 @@ class SchedulerSpec(Section):
                 f"must be below max_resource ({self.max_resource}), or no trial ever pauses",
             )
         return {**training, key: self.max_resource}
+
+    def _follow_the_length_unit(self, training: dict[str, Any]) -> None:
+        """`resource` not given: count in the unit the study's length is given in. A study that trains by
+        `num_train_epochs` (no `max_steps`) counts in epochs, so `scheduler: {type: asha}` works as written on it; its
+        length in steps is known only once the data is loaded, and an epoch is where such a study evaluates."""
+        if "resource" in self.model_fields_set or self.max_resource is not None:
+            return
+        steps = training.get("max_steps")
+        if (steps is None or int(float(steps)) <= 0) and training.get("num_train_epochs") is not None:
+            self.resource = "epochs"
 
     def _first_evaluation(self, training: dict[str, Any], length: int) -> int:
         """Where the default rung goes: the first evaluation of the training section (its first epoch with

@@ -62,6 +62,40 @@ def test_without_min_resource_one_rung_at_the_first_evaluation(resource, length,
     assert plan is not None and plan.levels == levels
 
 
+@pytest.mark.parametrize(
+    ("training", "resource", "levels"),
+    [
+        (
+            {"num_train_epochs": 20, "eval_strategy": "epoch"},
+            "epochs",
+            (1,),
+        ),  # the length in epochs: count in epochs
+        ({"num_train_epochs": 20, "eval_strategy": "steps", "eval_steps": 5}, "epochs", (1,)),
+        (
+            {"num_train_epochs": 20, "max_steps": 900, "eval_steps": 45, "eval_strategy": "steps"},
+            "steps",
+            (45,),
+        ),
+    ],
+)
+def test_asha_as_written_counts_in_the_unit_the_study_length_is_given_in(training, resource, levels):
+    data = study(**{"study.scheduler": {"type": "asha"}, "training": training})
+    spec = parse_study_spec(data)
+    scheduler = spec.study.scheduler
+    assert scheduler.resource == resource
+    assert scheduler.max_resource == (20 if resource == "epochs" else 900)
+    plan = AshaPlan.of(spec)
+    assert plan is not None and plan.levels == levels and plan.resource == resource
+
+
+def test_a_resource_given_is_kept_whatever_the_length_unit():
+    data = study(
+        **{"study.scheduler": {"type": "asha", "resource": "steps"}, "training.num_train_epochs": 20}
+    )
+    found, message = problem(data)
+    assert found == "study.scheduler.max_resource" and "training.max_steps gives no whole length" in message
+
+
 def test_max_rungs_keeps_the_lowest_rungs():
     scheduler = {**ASHA, "max_resource": 27, "max_rungs": 2}
     plan = AshaPlan.of(
