@@ -120,7 +120,7 @@ def real_outcome(path: Path) -> Outcome:
 
 def figures_row(outcome: Outcome, recording: Recording, budget_s: float, trials: int) -> dict[str, float]:
     targets = {q: recording.target(q) for q in QUANTILES}
-    figures = run_figures(outcome, targets, budget_s, recording.maximize)
+    figures = run_figures(outcome, targets, budget_s, recording.maximize, recording.regret_scale())
     row = {f"to_q{round(q * 100)}_s": figures.to_target[q] for q in QUANTILES}
     row |= {f"best_at_{f:g}": figures.best_at[f] for f in FRACTIONS}
     row["trials"] = trials

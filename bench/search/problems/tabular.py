@@ -11,7 +11,7 @@ from bench.search.problems import Problem
 
 PROBLEMS = [
     Problem.from_study("breast-cancer", configurations=100, draw_seed=2041),
-    Problem.from_study("wine", configurations=100, draw_seed=2042),
+    Problem.from_study("synth-small", configurations=100, draw_seed=2042),
     Problem.from_study("synth-easy", configurations=80, draw_seed=2043),
     Problem.from_study("synth-noisy", configurations=80, draw_seed=2044),
     Problem.from_study("synth-large", configurations=60, draw_seed=2045),
