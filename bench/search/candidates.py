@@ -28,15 +28,28 @@ def levels_from(problem: Problem, first: int, rungs: int | None) -> tuple[int, .
     return tuple(sorted({at_evaluation(problem, level) for level in raw}))
 
 
-def asha(name: str, levels: tuple[int, ...], gate: RankGate | None, multi_fidelity: bool = True) -> Method:
+def hyperband_brackets(problem: Problem, first: int) -> tuple[tuple[int, ...], ...]:
+    """Hyperband's brackets over ASHA: bracket s has its rungs from first * eta^s, for every s with a level below the
+    length (the last bracket is the most patient)."""
+    starts = rung_levels(first, problem.steps, problem.eta)
+    return tuple(levels_from(problem, start, None) for start in starts)
+
+
+def asha(
+    name: str,
+    levels: tuple[int, ...],
+    gate: RankGate | None,
+    brackets: tuple[tuple[int, ...], ...] = (),
+) -> Method:
     return Method(
         name,
         "study",
         asha=True,
         underfilled=True,
-        multi_fidelity=multi_fidelity,
+        multi_fidelity=True,
         levels=levels,
         gate=gate,
+        brackets=brackets,
     )
 
 
@@ -47,17 +60,35 @@ def candidates_for(problem: Problem) -> list[Method]:
     two = RankGate(2, -1.0)  # judge once two trials have run to the end
     one = RankGate(1, -1.0)
     return [
-        asha("hpo: 1 rung at 1st eval, 2 finished", (first,), two),
-        asha("hpo: 1 rung at 1st eval, ungated", (first,), None),
-        asha("hpo: 1 rung at 1st eval, 1 finished", (first,), one),
-        asha("hpo: 2 rungs from 1st eval, 2 finished", levels_from(problem, first, 2), two),
-        asha("hpo: all rungs from 1st eval, 2 finished", levels_from(problem, first, None), two),
-        asha("hpo: all rungs from 1st eval, 1 finished", levels_from(problem, first, None), one),
-        asha("hpo: all rungs from 1st eval, ungated", levels_from(problem, first, None), None),
-        asha("hpo: 1 rung at 1/9, 2 finished", (ninth,), two),
-        asha("hpo: rungs from 1/9, 2 finished", levels_from(problem, ninth, None), two),
-        asha("hpo: 1 rung at 1st eval, rank gate 5 pairs 0.5", (first,), RankGate(5, 0.5)),
+        asha("hpo: 1 rung at 1st eval (2 finished)", (first,), two),
+        asha("hpo: 1 rung at 1st eval (ungated)", (first,), None),
+        asha("hpo: 1 rung at 1st eval (1 finished)", (first,), one),
+        asha("hpo: 2 rungs from 1st eval (2 finished)", levels_from(problem, first, 2), two),
+        asha("hpo: all rungs from 1st eval (2 finished)", levels_from(problem, first, None), two),
+        asha("hpo: all rungs from 1st eval (1 finished)", levels_from(problem, first, None), one),
+        asha("hpo: all rungs from 1st eval (ungated)", levels_from(problem, first, None), None),
+        asha("hpo: 1 rung at 1/9 (2 finished)", (ninth,), two),
+        asha("hpo: rungs from 1/9 (2 finished)", levels_from(problem, ninth, None), two),
+        asha("hpo: 1 rung at 1st eval (rank gate 5 pairs 0.5)", (first,), RankGate(5, 0.5)),
+        asha(
+            "hpo: Hyperband brackets from 1st eval (2 finished)",
+            (first,),
+            two,
+            hyperband_brackets(problem, first),
+        ),
+        asha(
+            "hpo: Hyperband brackets from 1st eval (ungated)",
+            (first,),
+            None,
+            hyperband_brackets(problem, first),
+        ),
+        asha(
+            "hpo: 2 brackets: 1 rung at 1st eval | all rungs (2 finished)",
+            (first,),
+            two,
+            ((first,), levels_from(problem, first, None)),
+        ),
     ]
 
 
-CURRENT = "hpo: 1 rung at 1st eval, 2 finished"  # the default before issue 36 (methods.HPO_METHOD)
+CURRENT = "hpo: 1 rung at 1st eval (2 finished)"  # the default before issue 36 (methods.HPO_METHOD)

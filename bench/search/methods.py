@@ -34,6 +34,9 @@ class Method:
         None  # ASHA's pause points in global steps; None: the problem's asha_levels
     )
     gate: RankGate | None = None  # ASHA's rank gate: a rung judges once its values rank the final scores
+    # Hyperband-style brackets: each its own rung levels; trial n is in bracket n mod len (a hedge against one rung
+    # placement, as Hyperband hedges successive halving's). Empty: one bracket, `levels`.
+    brackets: tuple[tuple[int, ...], ...] = ()
 
     def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
         """Worker `worker`'s sampler in a run seeded `seed`: hpo seeds each worker apart (`seed_offset`)."""
