@@ -9,6 +9,7 @@ import argparse
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_all(recording: Recording, budget_s: float, options: argparse.Namespace) -> dict[str, list[dict]]:
-    """{peer label: [figures per seed]} for every peer whose interpreter is given."""
+def run_all(
+    recording: Recording, budget_s: float, options: argparse.Namespace
+) -> Iterator[tuple[str, list[dict]]]:
+    """(peer label, [figures per seed]) for every peer whose interpreter is given, one peer at a time."""
     seeds = options.peer_seeds or options.seeds
     model_seeds = options.model_seeds or seeds
-    out: dict[str, list[dict]] = {}
     problem = recording.problem
     first = problem.eval_every
     costs = [f"--start-s={problem.start_s}"]
@@ -54,18 +56,17 @@ def run_all(recording: Recording, budget_s: float, options: argparse.Namespace) 
         for name in options.synetune_schedulers.split(","):
             count = model_seeds if name in SYNETUNE_MODEL_BASED else seeds
             runs = call(options.synetune_python, "peer_synetune.py", recording, budget_s, count, extra, name)
-            out[SYNETUNE[name]] = judged(runs[name], recording, budget_s)
+            yield SYNETUNE[name], judged(runs[name], recording, budget_s)
     if options.ray_python:
         extra = [*costs, f"--grace={problem.asha_levels[0] // first}", f"--eta={problem.eta}"]
         runs = call(options.ray_python, "peer_ray.py", recording, budget_s, seeds, extra)
-        out["Ray Tune ASHA"] = judged(runs["ray-asha"], recording, budget_s)
+        yield "Ray Tune ASHA", judged(runs["ray-asha"], recording, budget_s)
     if options.smac_python:
         extra = [*costs, f"--min-fidelity={problem.asha_levels[0] // first}", f"--eta={problem.eta}"]
-        runs = call(options.smac_python, "peer_smac.py", recording, budget_s, model_seeds, extra)
-        out["SMAC3 Hyperband"] = judged(runs["smac-hyperband"], recording, budget_s)
         runs = call(options.smac_python, "peer_dehb.py", recording, budget_s, seeds, extra)
-        out["DEHB"] = judged(runs["dehb"], recording, budget_s)
-    return out
+        yield "DEHB", judged(runs["dehb"], recording, budget_s)
+        runs = call(options.smac_python, "peer_smac.py", recording, budget_s, model_seeds, extra)
+        yield "SMAC3 Hyperband", judged(runs["smac-hyperband"], recording, budget_s)
 
 
 def call(

@@ -82,7 +82,7 @@ def simulate_all(names: list[str], only: set[str] | None, seeds: int, jobs: int)
     }
 
 
-def save(name: str, seeds: int, runs: dict[str, list[dict]], out: Path) -> Path:
+def save(name: str, runs: dict[str, list[dict]], out: Path) -> Path:
     """Merge `runs` into out/<name>.json (a method run again replaces its old runs)."""
     path = out / f"{name}.json"
     stored = json.loads(path.read_text()) if path.exists() else {"runs": {}}
@@ -94,7 +94,9 @@ def save(name: str, seeds: int, runs: dict[str, list[dict]], out: Path) -> Path:
         regret_scale=list(recording.regret_scale()),
         configurations=len(recording.curves),
     )
-    stored["runs"] |= {method: {"seeds": seeds, "figures": figures} for method, figures in runs.items()}
+    stored["runs"] |= {
+        method: {"seeds": len(figures), "figures": figures} for method, figures in runs.items()
+    }
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(stored, default=str))
     return path
@@ -120,6 +122,14 @@ def load_runs(path: Path) -> tuple[dict[str, Any], dict[str, list[RunFigures]]]:
     return stored, runs
 
 
+def merge(source: Path, out: Path) -> None:
+    """Merge every problem's runs in `source` (a suite run on another machine) into `out`'s files."""
+    for path in sorted(source.glob("*.json")):
+        stored = json.loads(path.read_text())
+        runs = {method: entry["figures"] for method, entry in stored["runs"].items()}
+        print(f"merged {stored['problem']}: {len(runs)} methods into {save(stored['problem'], runs, out)}")
+
+
 def recorded() -> list[str]:
     return [name for name, problem in PROBLEMS.items() if problem.data_file.exists()]
 
@@ -134,17 +144,22 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated method names (the suite's names)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-simulated", action="store_true", help="only the peers in their own venvs")
+    parser.add_argument("--merge-from", type=Path, help="only merge the runs in this folder into --out")
     peers.add_arguments(parser)
     options = parser.parse_args()
+    if options.merge_from:
+        merge(options.merge_from, options.out)
+        return
     names = options.problems.split(",") if options.problems else recorded()
     only = set(options.only.split(",")) if options.only else None
     started = time.perf_counter()
     simulated = {} if options.no_simulated else simulate_all(names, only, options.seeds, options.jobs)
     print(f"simulated {len(names)} problems in {time.perf_counter() - started:.0f} s", flush=True)
     for name in names:
-        runs = simulated.get(name, {})
-        runs |= peers.run_all(recording_of(name), budget_of(recording_of(name)), options)
-        print(f"wrote {save(name, options.seeds, runs, options.out)}", flush=True)
+        if name in simulated:
+            print(f"wrote {save(name, simulated[name], options.out)}", flush=True)
+        for label, runs in peers.run_all(recording_of(name), budget_of(recording_of(name)), options):
+            save(name, {label: runs}, options.out)  # each peer as it ends: the slow ones take hours
 
 
 if __name__ == "__main__":
