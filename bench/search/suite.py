@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
@@ -64,22 +65,22 @@ def one_run(task: tuple[str, str, int]) -> tuple[str, str, int, dict[str, Any]]:
     return name, method, seed, asdict(figures)
 
 
-def simulate_all(names: list[str], only: set[str] | None, seeds: int, jobs: int) -> dict[str, dict]:
-    tasks = [
-        (name, method, seed)
-        for name in names
-        for method in methods_of(name)
-        if only is None or method in only
-        for seed in range(seeds)
-    ]
-    runs: dict[str, dict[str, list]] = {name: {} for name in names}
+def simulate_all(
+    names: list[str], only: set[str] | None, seeds: int, jobs: int
+) -> Iterator[tuple[str, dict[str, list[dict]]]]:
+    """Each problem's runs ({method: [figures per seed]}) as soon as that problem is done, one problem at a time."""
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        for name, method, seed, figures in pool.imap_unordered(one_run, tasks, chunksize=4):
-            runs[name].setdefault(method, []).append((seed, figures))
-    return {
-        name: {m: [f for _, f in sorted(found)] for m, found in methods.items()}
-        for name, methods in runs.items()
-    }
+        for name in names:
+            tasks = [
+                (name, method, seed)
+                for method in methods_of(name)
+                if only is None or method in only
+                for seed in range(seeds)
+            ]
+            found: dict[str, list[tuple[int, dict]]] = {}
+            for _, method, seed, figures in pool.imap_unordered(one_run, tasks, chunksize=4):
+                found.setdefault(method, []).append((seed, figures))
+            yield name, {m: [f for _, f in sorted(runs)] for m, runs in found.items()}
 
 
 def save(name: str, runs: dict[str, list[dict]], out: Path) -> Path:
@@ -153,11 +154,10 @@ def main() -> None:
     names = options.problems.split(",") if options.problems else recorded()
     only = set(options.only.split(",")) if options.only else None
     started = time.perf_counter()
-    simulated = {} if options.no_simulated else simulate_all(names, only, options.seeds, options.jobs)
-    print(f"simulated {len(names)} problems in {time.perf_counter() - started:.0f} s", flush=True)
+    if not options.no_simulated:
+        for name, runs in simulate_all(names, only, options.seeds, options.jobs):
+            print(f"{time.perf_counter() - started:.0f} s: wrote {save(name, runs, options.out)}", flush=True)
     for name in names:
-        if name in simulated:
-            print(f"wrote {save(name, simulated[name], options.out)}", flush=True)
         for label, runs in peers.run_all(recording_of(name), budget_of(recording_of(name)), options):
             save(name, {label: runs}, options.out)  # each peer as it ends: the slow ones take hours
 
