@@ -45,12 +45,14 @@ def gather(folder: Path) -> tuple[dict[str, dict[str, list[RunFigures]]], dict[s
     return problems, budgets, maximize
 
 
-def split(problems: dict[str, dict[str, list[RunFigures]]]) -> tuple[list[str], list[str]]:
-    """(peers, candidates): methods every problem has, hpo's by their name."""
+def split(problems: dict[str, dict[str, list[RunFigures]]]) -> tuple[list[str], list[str], list[str]]:
+    """(peers every problem has, hpo's candidates, peers only some problems have), in the order first seen."""
     common = set.intersection(*(set(runs) for runs in problems.values()))
-    first = next(iter(problems.values()))
-    ordered = [m for m in first if m in common]
-    return [m for m in ordered if not m.startswith("hpo")], [m for m in ordered if m.startswith("hpo")]
+    ordered = list(dict.fromkeys(m for runs in problems.values() for m in runs))
+    peers = [m for m in ordered if m in common and not m.startswith("hpo")]
+    candidates = [m for m in ordered if m in common and m.startswith("hpo")]
+    partial = [m for m in ordered if m not in common and not m.startswith("hpo")]
+    return peers, candidates, partial
 
 
 def with_default(
@@ -63,14 +65,23 @@ def with_default(
 
 
 def regret_table(table: dict[str, dict[str, list[RunFigures]]], methods: list[str]) -> list[str]:
+    """A peer run on only some problems is ranked among the methods there and averaged over those (its count)."""
     lines = header(["problem", *methods])
-    ranks = {name: heldout.ranks(runs, methods) for name, runs in table.items()}
+    ranks = {name: heldout.ranks(runs, [m for m in methods if m in runs]) for name, runs in table.items()}
     for name, runs in table.items():
-        cells = [f"{heldout.mean_regret(runs[m]):.3f} ({ranks[name][m]:g})" for m in methods]
+        cells = [
+            f"{heldout.mean_regret(runs[m]):.3f} ({ranks[name][m]:g})" if m in runs else "-" for m in methods
+        ]
         lines.append(row([name, *cells]))
-    average = {m: float(np.mean([ranks[n][m] for n in table])) for m in methods}
-    best = min(average.values())
-    lines.append(row(["**average rank**", *[bold(f"{average[m]:.2f}", average[m] == best) for m in methods]]))
+    average = {m: [ranks[n][m] for n in table if m in ranks[n]] for m in methods}
+    means = {m: float(np.mean(v)) for m, v in average.items()}
+    best = min(means[m] for m in methods if len(average[m]) == len(table))
+    cells = [
+        bold(f"{means[m]:.2f}", means[m] == best)
+        + ("" if len(average[m]) == len(table) else f" (of {len(average[m])})")
+        for m in methods
+    ]
+    lines.append(row(["**average rank**", *cells]))
     return lines
 
 
@@ -79,9 +90,12 @@ def time_table(
 ) -> list[str]:
     lines = header(["problem", *methods])
     for name, runs in table.items():
-        spreads = {m: Spread.of([r.to_target[quantile] for r in runs[m]]) for m in methods}
+        spreads = {m: Spread.of([r.to_target[quantile] for r in runs[m]]) for m in methods if m in runs}
         fastest = min(s.median for s in spreads.values())
-        cells = [bold(time_cell(spreads[m]), spreads[m].median == fastest) for m in methods]
+        cells = [
+            bold(time_cell(spreads[m]), spreads[m].median == fastest) if m in spreads else "-"
+            for m in methods
+        ]
         lines.append(row([name, *cells]))
     return lines
 
@@ -92,13 +106,18 @@ def ratio_table(
     chosen: dict[str, str],
     maximize: dict[str, bool],
 ) -> list[str]:
+    """Against the best of `peers` and of the other peers that ran this problem on enough seeds."""
     lines = header(["problem", *[f"q{round(q * 100)}" for q in QUANTILES], "final best (peer's)", "chosen"])
     for name, runs in table.items():
-        cells = [quantile_ratio(runs, peers, q) for q in QUANTILES]
+        others = [
+            m for m in runs if not m.startswith("hpo") and m not in (DEFAULT, BEFORE) and m not in peers
+        ]
+        here = peers + [m for m in others if len(runs[m]) >= RATIO_MIN_SEEDS]
+        cells = [quantile_ratio(runs, here, q) for q in QUANTILES]
         ours = heldout.mean_final(runs[DEFAULT])
         direction = 1.0 if maximize[name] else -1.0
         peer, theirs = max(
-            ((p, heldout.mean_final(runs[p])) for p in peers), key=lambda item: direction * item[1]
+            ((p, heldout.mean_final(runs[p])) for p in here), key=lambda item: direction * item[1]
         )
         cells.append(f"{ours:.4f} ({theirs:.4f}, {peer})")
         lines.append(row([name, *cells, chosen[name].removeprefix("hpo: ")]))
@@ -136,13 +155,13 @@ def bold(text: str, yes: bool) -> str:
 
 def report(folder: Path) -> str:
     problems, budgets, maximize = gather(folder)
-    peers, candidates = split(problems)
+    peers, candidates, partial = split(problems)
     # The best peer of a ratio is taken among peers run on enough seeds: the minimum of many medians, some over 3
     # seeds, would pick the luckiest (the model-based peers, slow to run, have few seeds; they are still ranked).
     judges = [p for p in peers if min(len(problems[n][p]) for n in problems) >= RATIO_MIN_SEEDS]
     chosen = heldout.leave_one_out(problems, budgets, candidates, judges)
     table = with_default(problems, chosen)
-    methods = [*peers, BEFORE, DEFAULT]
+    methods = [*peers, *partial, BEFORE, DEFAULT]
     seeds = {len(runs[m]) for runs in problems.values() for m in runs}
     lines = [
         f"{len(problems)} problems, seeds per method {sorted(seeds)}; shipped (chosen on all problems): "
