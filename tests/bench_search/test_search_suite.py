@@ -7,11 +7,16 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 
 from bench.search import heldout
 from bench.search.candidates import at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
+from bench.search.methods import past_a_ninth
 from bench.search.problems import PROBLEMS
+from hpo.scheduling.promotion import AshaPlan
+from hpo.scheduling.rank_gate import RankGate
+from hpo.spec import parse_study_spec
 
 
 def test_the_regret_area_is_one_until_the_first_evaluation_and_zero_at_the_best():
@@ -64,3 +69,23 @@ def test_every_candidate_pauses_only_where_the_problem_records_an_evaluation(nam
         assert method.levels and set(method.levels) <= recorded, (method.name, method.levels)
         assert list(method.levels) == sorted(set(method.levels))
     assert at_evaluation(problem, 1) == problem.eval_every
+
+
+# minilm-lora's study gives its length in epochs (4 of 12 steps) and evaluates in steps: `{type: asha}` counts in
+# epochs there, so its rung is the first epoch (step 12), where the simulator's default pauses at step 6.
+@pytest.mark.parametrize("name", sorted(set(PROBLEMS) - {"minilm-lora"}))
+def test_hpos_default_rung_is_the_one_the_suite_chose_it_by(name):
+    # `scheduler: {type: asha}` on each problem's study file lays its rung where bench/search simulated the default
+    # ("hpo: 1 rung at 1/9 (2 finished)"): the first evaluation at or past a ninth of the length, gated by two
+    # finished trials. An epochs-based study counts in epochs: its rung in steps is that many epochs of steps.
+    problem = PROBLEMS[name]
+    data = yaml.safe_load(problem.study.read_text())
+    given = data["study"].get("scheduler") or {}
+    data["study"] = {k: v for k, v in data["study"].items() if k not in ("pruner", "scheduler")}
+    data["study"]["scheduler"] = {"type": "asha", **{k: v for k, v in given.items() if k == "max_resource"}}
+    data["training"] = {**data["training"], **problem.training}
+    spec = parse_study_spec(data)
+    plan = AshaPlan.of(spec)
+    assert plan is not None and plan.gate == RankGate(2, -1.0)
+    steps_per_unit = problem.steps // spec.study.scheduler.max_resource
+    assert tuple(level * steps_per_unit for level in plan.levels) == past_a_ninth(problem)

@@ -35,7 +35,8 @@ def test_max_resource_sets_the_training_length():
 @pytest.mark.parametrize(
     ("resource", "length", "evaluation", "levels"),
     [
-        ("steps", 900, {"eval_strategy": "steps", "eval_steps": 45}, (45,)),  # one rung, not 45, 135, 405
+        # the first evaluation at or past a ninth of the length: 100 steps of 900 -> the evaluation at 135
+        ("steps", 900, {"eval_strategy": "steps", "eval_steps": 45}, (135,)),  # one rung, not 135, 405
         ("steps", 48, {"eval_strategy": "steps", "eval_steps": 0.125}, (6,)),  # a fraction of the length
         (
             "steps",
@@ -43,18 +44,21 @@ def test_max_resource_sets_the_training_length():
             {"eval_strategy": "steps", "logging_steps": 12},
             (12,),
         ),  # eval_steps defaults to logging's
-        ("epochs", 20, {"eval_strategy": "epoch"}, (1,)),
-        ("steps", 900, {"eval_strategy": "epoch"}, (300,)),  # no cadence in steps: a third of the length
-        ("steps", 900, {"eval_strategy": "no"}, (300,)),
+        ("epochs", 20, {"eval_strategy": "epoch"}, (3,)),  # the third epoch: 20 / 9 rounded up
+        ("epochs", 3, {"eval_strategy": "epoch"}, (1,)),
+        ("steps", 900, {"eval_strategy": "epoch"}, (100,)),  # no cadence in steps: the ninth itself
+        ("steps", 900, {"eval_strategy": "no"}, (100,)),
         (
             "steps",
             450,
             {"eval_strategy": "steps", "eval_steps": 500},
-            (150,),
+            (50,),
         ),  # the first evaluation past the end
     ],
 )
-def test_without_min_resource_one_rung_at_the_first_evaluation(resource, length, evaluation, levels):
+def test_without_min_resource_one_rung_at_the_first_evaluation_past_a_ninth(
+    resource, length, evaluation, levels
+):
     scheduler = {"type": "asha", "resource": resource, "max_resource": length}
     changes = {f"training.{key}": value for key, value in evaluation.items()}
     data = study(**{"study.scheduler": scheduler, "training.num_train_epochs": None, **changes})
@@ -68,13 +72,13 @@ def test_without_min_resource_one_rung_at_the_first_evaluation(resource, length,
         (
             {"num_train_epochs": 20, "eval_strategy": "epoch"},
             "epochs",
-            (1,),
+            (3,),
         ),  # the length in epochs: count in epochs
-        ({"num_train_epochs": 20, "eval_strategy": "steps", "eval_steps": 5}, "epochs", (1,)),
+        ({"num_train_epochs": 20, "eval_strategy": "steps", "eval_steps": 5}, "epochs", (3,)),
         (
             {"num_train_epochs": 20, "max_steps": 900, "eval_steps": 45, "eval_strategy": "steps"},
             "steps",
-            (45,),
+            (135,),
         ),
     ],
 )
