@@ -2,7 +2,10 @@
 
 Per run (one method, one seed): the time until the best-so-far value (every evaluation of every trial counts, as in
 bench/pause/asha.py: the value was seen, and its checkpoint kept under `save_strategy: best`) first reaches each target;
-the best-so-far at 1/4, 1/2 and all of the wall budget; the worker-seconds spent. Over seeds: the median and the
+the best-so-far at 1/4, 1/2 and all of the wall budget; the worker-seconds spent; the normalised regret over time
+(`regret_auc`): the area under the anytime curve max(0, min(1, (best - best-so-far) / (best - reference))), over
+the budget, where `best` is the best recorded final score and `reference` the median one (1 until the first
+evaluation; 0 is the best configuration from the first second, 1 never better than a median configuration). Over seeds: the median and the
 interquartile range; a target a run never reached counts as infinitely late, so a median is finite only when more
 than half the seeds reached it, and the table says how many did.
 """
@@ -28,9 +31,17 @@ class RunFigures:
     trials: int
     resumes: int
     evaluations: int
+    regret_auc: float = math.nan  # normalised regret over time (nan: no scale given)
 
 
-def run_figures(outcome: Outcome, targets: dict[float, float], budget_s: float, maximize: bool) -> RunFigures:
+def run_figures(
+    outcome: Outcome,
+    targets: dict[float, float],
+    budget_s: float,
+    maximize: bool,
+    scale: tuple[float, float] | None = None,
+) -> RunFigures:
+    """`scale`: (best, reference) recorded final scores for the normalised regret (Recording.regret_scale)."""
     sign = 1.0 if maximize else -1.0
     times = np.array([t for t, _ in outcome.trace])
     best = (
@@ -46,9 +57,26 @@ def run_figures(outcome: Outcome, targets: dict[float, float], budget_s: float, 
     for fraction in FRACTIONS:
         seen = np.flatnonzero(times <= fraction * budget_s)
         best_at[fraction] = float(sign * best[seen[-1]]) if len(seen) else math.nan
+    regret = regret_area(times, sign * best, budget_s, maximize, scale) if scale else math.nan
     return RunFigures(
-        to_target, best_at, outcome.busy_s, len(outcome.trials), outcome.resumes, outcome.trial_steps
+        to_target, best_at, outcome.busy_s, len(outcome.trials), outcome.resumes, outcome.trial_steps, regret
     )
+
+
+def regret_area(
+    times: np.ndarray, best: np.ndarray, budget_s: float, maximize: bool, scale: tuple[float, float]
+) -> float:
+    """The mean over [0, budget] of the normalised regret of the best-so-far `best` (a step function of `times`)."""
+    top, reference = scale
+    span = (top - reference) if maximize else (reference - top)
+    if span <= 0:
+        return math.nan
+    gap = (top - best) if maximize else (best - top)
+    regret = np.clip(gap / span, 0.0, 1.0)
+    inside = times <= budget_s
+    edges = np.concatenate([[0.0], times[inside], [budget_s]])
+    levels = np.concatenate([[1.0], regret[inside]])
+    return float(np.sum(np.diff(edges) * levels) / budget_s)
 
 
 @dataclass(frozen=True)
@@ -75,6 +103,7 @@ def summarise(runs: list[RunFigures]) -> dict[str, Spread]:
     figures = {f"to_q{round(q * 100)}_s": Spread.of([r.to_target[q] for r in runs]) for q in QUANTILES}
     figures |= {f"best_at_{f:g}": Spread.of([r.best_at[f] for r in runs]) for f in FRACTIONS}
     figures["compute_s"] = Spread.of([r.compute_s for r in runs])
+    figures["regret_auc"] = Spread.of([r.regret_auc for r in runs])
     figures["trials"] = Spread.of([float(r.trials) for r in runs])
     figures["resumes"] = Spread.of([float(r.resumes) for r in runs])
     return figures

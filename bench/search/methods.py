@@ -34,6 +34,9 @@ class Method:
         None  # ASHA's pause points in global steps; None: the problem's asha_levels
     )
     gate: RankGate | None = None  # ASHA's rank gate: a rung judges once its values rank the final scores
+    # Hyperband-style brackets: each its own rung levels; trial n is in bracket n mod len (a hedge against one rung
+    # placement, as Hyperband hedges successive halving's). Empty: one bracket, `levels`.
+    brackets: tuple[tuple[int, ...], ...] = ()
 
     def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
         """Worker `worker`'s sampler in a run seeded `seed`: hpo seeds each worker apart (`seed_offset`)."""
@@ -62,6 +65,16 @@ def first_evaluation(problem: Problem) -> tuple[int, ...]:
     evaluation (hpo.spec.scheduler), the recording's first evaluated step: digits 45 of 900 steps (its first epoch),
     the CNN 45 of 450, MiniLM 6 of 48."""
     return (problem.eval_every,)
+
+
+def past_a_ninth(problem: Problem) -> tuple[int, ...]:
+    """The rung of `scheduler: {type: asha}` without min_resource since issue 36 (hpo.spec.scheduler): one rung at
+    the first evaluation at or past a ninth of the length: digits 135 of 900 steps, the CNN 90 of 450, MiniLM 6 of
+    48 (bench/search/candidates.py's "1 rung at 1/9")."""
+    ninth = math.ceil(problem.steps / problem.eta**2)
+    return (
+        min(problem.steps - problem.eval_every, math.ceil(ninth / problem.eval_every) * problem.eval_every),
+    )
 
 
 def methods_for(problem: Problem) -> list[Method]:
@@ -134,6 +147,15 @@ def methods_for(problem: Problem) -> list[Method]:
             levels=first_evaluation(problem),
             gate=RankGate(STARTUP_TRIALS, -1.0),
         ),
+        Method(  # one rung at the first evaluation past a ninth of the length, judging once two trials have finished
+            "mftpe+asha-ninth",
+            "study",
+            asha=True,
+            underfilled=True,
+            multi_fidelity=True,
+            levels=past_a_ninth(problem),
+            gate=RankGate(STARTUP_TRIALS, -1.0),
+        ),
         Method(  # the same rung judging from the first trial
             "mftpe+asha-first-eval-ungated",
             "study",
@@ -145,9 +167,10 @@ def methods_for(problem: Problem) -> list[Method]:
     ]
 
 
-# hpo's default for `scheduler: {type: asha}` with a TPE sampler: one rung at the first evaluation (no min_resource
-# given) that judges once two trials have run to the end, promote_underfilled and the multi-fidelity TPE. Before:
-# one rung at a third behind the rank gate (8 pairs, 0.7), "mftpe+asha-gated"; before the gate "mftpe+asha-one-rung";
-# before that, rungs from min_resource 1 (the problem's asha_levels), "mftpe+asha-underfilled".
-HPO_METHOD = "mftpe+asha-first-eval"
+# hpo's default for `scheduler: {type: asha}` with a TPE sampler since issue 36: one rung at the first evaluation past
+# a ninth of the length (no min_resource given) that judges once two trials have run to the end, promote_underfilled
+# and the multi-fidelity TPE, chosen on held-out problems (bench/search/heldout.py). Before: the same rung at the first
+# evaluation, "mftpe+asha-first-eval"; before that one rung at a third behind the rank gate, "mftpe+asha-gated"; before
+# the gate "mftpe+asha-one-rung"; before that, rungs from min_resource 1 (the problem's asha_levels).
+HPO_METHOD = "mftpe+asha-ninth"
 PEERS = ("random", "tpe", "tpe+sh", "tpe+hyperband")  # what a user would otherwise run: Optuna as it comes

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-SCHEDULERS = ("promotion-asha", "stop-asha", "mobster", "hypertune")
+SCHEDULERS = ("promotion-asha", "stop-asha", "mobster", "hypertune", "dyhpo")
 RESOURCE = "evaluation"  # the fidelity: index of the evaluation, 1..K
 MAX_RESOURCE = (
     "max_evaluations"  # config key for the maximum fidelity (promotion-type schedulers set it per run)
@@ -201,7 +201,7 @@ def make_blackbox(
 def make_scheduler(
     name: str, domains: dict[str, Any], options: argparse.Namespace, mode: str, seed: int
 ) -> Any:
-    from syne_tune.optimizer.baselines import MOBSTER, HyperTune
+    from syne_tune.optimizer.baselines import MOBSTER, DyHPO, HyperTune
     from syne_tune.optimizer.schedulers import HyperbandScheduler
 
     rungs = [int(r) for r in options.rungs.split(",")]
@@ -223,6 +223,8 @@ def make_scheduler(
         return MOBSTER(domains, type="promotion", **common)
     if name == "hypertune":
         return HyperTune(domains, type="promotion", brackets=len(rungs) + 1, **common)
+    if name == "dyhpo":  # its own rungs: every evaluation (linearly spaced, as DyHPO is run)
+        return DyHPO(domains, **{k: v for k, v in common.items() if k != "rung_levels"})
     raise ValueError(name)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import statistics
 import sys
@@ -45,6 +46,7 @@ from bench.search.problems import PROBLEMS, Problem  # noqa: E402
 from bench.search.record import train_one  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import Outcome, budget_of, simulate  # noqa: E402
+from bench.search.suite import methods_of  # noqa: E402
 from hpo.spec import load_study_spec  # noqa: E402
 from hpo.storage.study_db import load_existing_study  # noqa: E402
 from hpo.study import run_study  # noqa: E402
@@ -90,7 +92,7 @@ def write_study(problem: Problem, method: Method, seed: int, folder: Path, budge
         k: v for k, v in data["study"].items() if k not in ("pruner", "scheduler", "enqueue", "n_trials")
     }
     study.update(
-        name=f"real_{method.name.replace('+', '_')}_{seed}",
+        name=f"real_{re.sub(r'[^A-Za-z0-9]+', '_', method.name).strip('_')}_{seed}",
         output_dir=str(folder / "study"),
         timeout=round(float(budget_s) + START_ALLOWANCE_S, 1),
         sampler=sampler_section(method, problem, seed),
@@ -120,7 +122,7 @@ def real_outcome(path: Path) -> Outcome:
 
 def figures_row(outcome: Outcome, recording: Recording, budget_s: float, trials: int) -> dict[str, float]:
     targets = {q: recording.target(q) for q in QUANTILES}
-    figures = run_figures(outcome, targets, budget_s, recording.maximize)
+    figures = run_figures(outcome, targets, budget_s, recording.maximize, recording.regret_scale())
     row = {f"to_q{round(q * 100)}_s": figures.to_target[q] for q in QUANTILES}
     row |= {f"best_at_{f:g}": figures.best_at[f] for f in FRACTIONS}
     row["trials"] = trials
@@ -189,7 +191,9 @@ def main() -> None:
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     recording = load(PROBLEMS[options.problem])
-    known = {m.name: m for m in methods_for(recording.problem)}
+    known = {m.name: m for m in methods_for(recording.problem)} | methods_of(
+        options.problem
+    )  # suite names too
     methods = [known[name] for name in options.methods.split(",")]
     budget_s = budget_of(recording)
     factor = speed_factor(recording)

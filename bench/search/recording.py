@@ -73,6 +73,12 @@ class Recording:
         q = quantile if self.maximize else 1.0 - quantile
         return float(np.quantile(self.finals(), q))
 
+    def regret_scale(self) -> tuple[float, float]:
+        """(best, median) of the recorded final scores: the ends of the normalised regret (figures.regret_area)."""
+        finals = self.finals()
+        best = float(finals.max() if self.maximize else finals.min())
+        return best, float(np.median(finals))
+
     def full_trial_s(self) -> np.ndarray:
         return np.array([c.setup_s + sum(c.segment_s) for c in self.curves])
 

@@ -59,7 +59,7 @@ def run_method(
     runs = []
     for seed in range(seeds):
         outcome = simulate(recording, method, seed, budget_s=budget_s, n_trials=n_trials, costs=costs)
-        runs.append(run_figures(outcome, targets, budget_s, recording.maximize))
+        runs.append(run_figures(outcome, targets, budget_s, recording.maximize, recording.regret_scale()))
     return runs
 
 
@@ -298,6 +298,7 @@ def peer_figures(runs: list[dict[str, Any]], recording: Recording, budget_s: flo
             targets,
             budget_s,
             recording.maximize,
+            recording.regret_scale(),
         )
         for run in runs
     ]

@@ -138,6 +138,7 @@ class Simulation:
         ) in enqueue:  # as a study file's `enqueue:`: asked before the sampler draws (hpo: ask_queued)
             self.studies[0].enqueue_trial(dict(params))
         self.levels = list(method.levels or recording.problem.asha_levels)
+        self.brackets = [list(levels) for levels in method.brackets] or [self.levels]
         # (time, sequence, worker, trial): the end of the trial's next evaluation; trial None: the worker is free
         # (a pause's save and exit are done), so it claims work at that moment, with the rung tables of that moment.
         self.events: list[tuple[float, int, int, SimTrial | None]] = []
@@ -204,10 +205,20 @@ class Simulation:
     def method_eta(self) -> int:
         return self.rec.problem.eta
 
+    def levels_of(self, number: int) -> list[int]:
+        return self.brackets[number % len(self.brackets)]
+
     def next_promotion(self) -> Any:
-        return next_promotion(
-            self.table(), len(self.levels), self.method_eta, self.rec.maximize, self.method.underfilled
-        )
+        """The rule in each bracket; of their choices, the one at the highest rung level (the lower bracket on a tie)."""
+        best, level = None, -1
+        for bracket, levels in enumerate(self.brackets):
+            table = self.table(bracket)
+            found = next_promotion(
+                table, len(levels), self.method_eta, self.rec.maximize, self.method.underfilled
+            )
+            if found is not None and levels[found.rung] > level:
+                best, level = found, levels[found.rung]
+        return best
 
     def start(self, worker: int, at: float) -> None:
         study = self.studies[worker]
@@ -265,15 +276,16 @@ class Simulation:
     def at_rung_or_on(self, worker: int, sim: SimTrial, step: int, value: float, at: float) -> None:
         """hpo.scheduling.promotion.rung_decider: record the rung value, then train on in place only when the rule
         would promote this trial right now if it paused."""
-        if step not in self.levels:
+        levels = self.levels_of(sim.number)
+        if step not in levels:
             self.schedule(worker, sim, at)
             return
         assert sim.rung is not None
-        rung = self.levels.index(step)
+        rung = levels.index(step)
         sim.rung.values[rung] = value
         sim.trial.report(value, step)
         gate = self.method.gate
-        if gate is not None and not gate.is_open(self.gate_pairs(rung)):
+        if gate is not None and not gate.is_open(self.gate_pairs(rung, sim.number)):
             sim.rung.promoted.add(rung)  # not judged: on as if promoted (promotion.rung_decider)
             self.schedule(worker, sim, at)
             return
@@ -290,12 +302,18 @@ class Simulation:
         pause.pause_trial(sim.trial.study, trial_id(sim.trial), step=step, checkpoint=checkpoint, value=value)
         self.push(at + self.costs.pause_s, worker, None)
 
-    def gate_pairs(self, rung: int) -> list[tuple[float, float]]:
-        """promotion.gate_pairs over the simulated trials: (value at the rung, score) of every completed trial."""
+    def gate_pairs(self, rung: int, number: int = 0) -> list[tuple[float, float]]:
+        """promotion.gate_pairs over the simulated trials: (value at the rung, score) of every completed trial of
+        trial `number`'s bracket."""
+        bracket = number % len(self.brackets)
         return [
             (t.rung.values[rung], t.score)
             for t in self.out.trials
-            if t.state == "complete" and t.score is not None and t.rung is not None and rung in t.rung.values
+            if t.state == "complete"
+            and t.score is not None
+            and t.rung is not None
+            and rung in t.rung.values
+            and t.number % len(self.brackets) == bracket
         ]
 
     def end_hopeless(self, at: float) -> None:
@@ -303,8 +321,15 @@ class Simulation:
         if self.n_trials is None:
             return
         remaining = max(0, self.n_trials - len(self.out.trials))
-        table = self.table()
-        for out in hopeless(table, self.method_eta, self.rec.maximize, remaining, self.method.underfilled):
+        # per bracket, as if every configuration still to come joined it: never too many out
+        outs = [
+            out
+            for bracket in range(len(self.brackets))
+            for out in hopeless(
+                self.table(bracket), self.method_eta, self.rec.maximize, remaining, self.method.underfilled
+            )
+        ]
+        for out in outs:
             sim = self.by_number(out.number)
             assert sim.rung is not None
             sim.rung.paused = False
@@ -326,8 +351,13 @@ class Simulation:
         else:
             sim.trial.study.tell(sim.trial, state=TrialState.PRUNED)
 
-    def table(self) -> list[RungTrial]:
-        return [t.rung for t in self.out.trials if t.rung is not None]
+    def table(self, bracket: int | None = None) -> list[RungTrial]:
+        """The rung table of one bracket (None: every trial, when there is one bracket)."""
+        return [
+            t.rung
+            for t in self.out.trials
+            if t.rung is not None and (bracket is None or t.number % len(self.brackets) == bracket)
+        ]
 
     def by_number(self, number: int) -> SimTrial:
         return self.out.trials[number]

@@ -1,6 +1,7 @@
 """`study.scheduler`: a scheduler that pauses trials at rungs and continues the promising ones (promotion-type ASHA).
 
-    scheduler: {type: asha}                 # one rung, at the first evaluation, judging once 2 trials have finished
+    scheduler: {type: asha}                 # one rung, at the first evaluation past a ninth of the length, judging
+                                            # once 2 trials have finished
     scheduler: {type: asha, resource: steps, min_resource: 4, max_resource: 36, reduction_factor: 3}
     scheduler: {type: asha, ..., max_rungs: 1}                 # only the lowest rung
     scheduler: {type: asha, ..., promote_underfilled: false}   # the paper's rule (no promotion below eta trials)
@@ -12,18 +13,19 @@ A trial trains to min_resource * reduction_factor^k (global steps, or epochs wit
 `max_rungs` of them, reports its objective there, saves a checkpoint and pauses; `hpo.scheduling.promotion` decides
 which paused trials continue. `max_resource` is the trial's full length: it becomes `training.max_steps` (or
 `num_train_epochs`), so the learning-rate schedule is laid out for it from the start and a promoted trial ends bitwise
-equal to one trained straight through. It defaults to the training length the file gives. Optuna pruners stop trials
-instead; a study has one or the other.
+equal to one trained straight through. It defaults to the training length the file gives, and `resource` defaults
+to that length's unit: epochs for a study that trains by `num_train_epochs` without `max_steps`, else steps. Optuna
+pruners stop trials instead; a study has one or the other.
 
-Without `min_resource` the study gets one rung at its first evaluation (`eval_steps` with `eval_strategy: steps`, the
-first epoch with `resource: epochs`; without a cadence in the resource's unit, a third of the length), where the top
-third goes on, and the rung judges once two trials have run to the end (`rank_gate: {min_pairs: 2, min_correlation:
--1}`: until then a trial at the rung trains on). On the three problems bench/search records (an MLP and a CNN on
-digits, LoRA on MiniLM: 100 seeds, 2 workers) that reached the targets sooner than one rung at a third behind the
-correlation gate (digits' 95th percentile in 4.2 s against 5.6, the CNN's in 7.9 s against 10.5), sooner than several
-rungs from the first evaluation, and sooner than Optuna's successive halving except the CNN's 90th percentile; on
-MiniLM random search still reaches the top target first (docs/benchmarks.md, "Which search finds a good model soonest").
-Without the two finished trials, the rung cut the first, often best, trials short on MiniLM.
+Without `min_resource` the study gets one rung at its first evaluation at or past a ninth of the length
+(1 / reduction_factor^2: the first multiple of `eval_steps` there with `eval_strategy: steps`, that epoch with
+`resource: epochs`; without a cadence in the resource's unit, the ninth itself), where the top third goes on, and the
+rung judges once two trials have run to the end (`rank_gate: {min_pairs: 2, min_correlation: -1}`: until then a trial
+at the rung trains on). bench/search chose it on problems held out from the choice (13 recorded problems, leave one
+problem out, the smallest worst ratio to the best peer; docs/benchmarks.md, "Which search finds a good model
+soonest"): at the first evaluation (the default before) the rung cut slow starters before they showed anything (moons:
+the 95th percentile missed on most seeds), and more rungs judged the same trial again on worse evidence. Without the
+two finished trials, the rung cut the first, often best, trials short on LoRA on MiniLM.
 
 `rank_gate` (hpo.scheduling.rank_gate): the rung judges only once at least `min_pairs` completed trials have a
 Spearman correlation of at least `min_correlation` between their value at the rung and their final score; until then a
@@ -54,8 +56,10 @@ class RankGateSpec(Section):
 
 class SchedulerSpec(Section):
     type: Literal["asha"] = "asha"
-    resource: Literal["steps", "epochs"] = "steps"
-    min_resource: int | None = Field(None, ge=1)  # None: one rung at the first evaluation (settle)
+    resource: Literal["steps", "epochs"] = "steps"  # not given: the unit of the training length (settle)
+    min_resource: int | None = Field(
+        None, ge=1
+    )  # None: one rung at the first evaluation past a ninth (settle)
     max_resource: int | None = Field(None, ge=1)
     reduction_factor: int = Field(3, ge=2)
     # At most this many rungs, the lowest: min_resource, min_resource * reduction_factor, ... None: every level below
@@ -82,6 +86,7 @@ class SchedulerSpec(Section):
     def settle(self, training: dict[str, Any]) -> dict[str, Any]:
         """Check the scheduler against the training section; fill max_resource from it and it from max_resource.
         Returns the training section to use."""
+        self._follow_the_length_unit(training)
         key = self.training_length_key()
         given = training.get(key)
         if self.resource == "epochs" and int(training.get("max_steps", -1) or -1) > 0:
@@ -107,7 +112,7 @@ class SchedulerSpec(Section):
                     "study.scheduler.max_resource",
                     f"is {self.max_resource} {self.resource}: too short to pause; count in steps (resource: steps)",
                 )
-            self.min_resource = self._first_evaluation(training, self.max_resource)
+            self.min_resource = self._default_rung(training, self.max_resource)
             self.max_rungs = self.max_rungs or 1
             if self.rank_gate is None:
                 self.rank_gate = RankGateSpec(min_pairs=STARTUP_TRIALS, min_correlation=-1.0)
@@ -120,16 +125,26 @@ class SchedulerSpec(Section):
             )
         return {**training, key: self.max_resource}
 
-    def _first_evaluation(self, training: dict[str, Any], length: int) -> int:
-        """Where the default rung goes: the first evaluation of the training section (its first epoch with
-        `resource: epochs`; `eval_steps`, or a fraction of the length, with `eval_strategy: steps`). Without a cadence
-        in the resource's unit (evaluation each epoch, counted in steps), or one past the end: a third of the
-        length, the default before bench/search measured the first evaluation."""
-        third = math.ceil(length / self.reduction_factor)
-        if self.resource == "epochs":
-            return 1
-        if str(training.get("eval_strategy", "no")) != "steps":
-            return third
+    def _follow_the_length_unit(self, training: dict[str, Any]) -> None:
+        """`resource` not given: count in the unit the study's length is given in. A study that trains by
+        `num_train_epochs` (no `max_steps`) counts in epochs, so `scheduler: {type: asha}` works as written on it; its
+        length in steps is known only once the data is loaded, and an epoch is where such a study evaluates."""
+        if "resource" in self.model_fields_set or self.max_resource is not None:
+            return
+        steps = training.get("max_steps")
+        if (steps is None or int(float(steps)) <= 0) and training.get("num_train_epochs") is not None:
+            self.resource = "epochs"
+
+    def _default_rung(self, training: dict[str, Any], length: int) -> int:
+        """Where the default rung goes: the first evaluation at or past a ninth of the length (1 / reduction_factor^2):
+        with `resource: epochs` that epoch, with `eval_strategy: steps` the first multiple of `eval_steps` (or of a
+        fraction of the length) there. Without a cadence in the resource's unit (evaluation each epoch, counted in
+        steps), or when the evaluation falls past the end, the ninth itself. bench/search chose it on held-out
+        problems (docs/benchmarks.md): at the first evaluation, slow starters were cut before they showed anything."""
+        floor = max(1, math.ceil(length / self.reduction_factor**2))
+        if self.resource == "epochs" or str(training.get("eval_strategy", "no")) != "steps":
+            return floor if floor < length else max(1, length - 1)
         every = float(training.get("eval_steps") or training.get("logging_steps") or 500)
-        first = math.ceil(every * length) if every < 1 else int(every)
-        return first if first < length else third
+        every = max(1, math.ceil(every * length) if every < 1 else int(every))
+        first = math.ceil(floor / every) * every
+        return first if first < length else floor

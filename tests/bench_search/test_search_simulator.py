@@ -140,3 +140,19 @@ def test_the_rank_gate_lets_trials_through_the_rung_until_enough_pairs_rank_alik
     closed = Method("closed", "study", asha=True, levels=gated.levels, gate=RankGate(min_pairs=99))
     never = simulate(recording, closed, 0, workers=1, budget_s=1e9, n_trials=20)
     assert all(t.state == "complete" and t.resumes == 0 for t in never.trials)
+
+
+def test_hyperband_brackets_pause_each_trial_only_at_its_own_brackets_rungs(recording):
+    # trial n is in bracket n mod 2: bracket 0 has rungs at steps 1 and 3, bracket 1 at step 3 only
+    hedge = Method("hedge", "random", asha=True, underfilled=True, levels=(1,), brackets=((1, 3), (3,)))
+    outcome = simulate(recording, hedge, 0, workers=2, budget_s=1e9, n_trials=12, costs=FREE)
+    for trial in outcome.trials:
+        frozen = trial.trial.study._storage.get_trial(trial_id(trial.trial))  # noqa: SLF001
+        judged = sorted(
+            frozen.intermediate_values
+        )  # a rung reports its value (trial.report), nothing else does
+        assert set(judged) <= ({1, 3} if trial.number % 2 == 0 else {3}), (trial.number, judged)
+    assert any(
+        1 in t.trial.study._storage.get_trial(trial_id(t.trial)).intermediate_values for t in outcome.trials
+    )  # noqa: SLF001
+    assert {t.state for t in outcome.trials} == {"complete", "pruned"}

@@ -151,6 +151,30 @@ def test_without_min_resource_one_rung_at_the_first_evaluation_judges_after_two_
             assert trial.user_attrs["global_step"] == 15
 
 
+def test_asha_as_written_runs_an_epochs_based_study_with_one_rung_at_the_first_epoch(tmp_path):
+    # `scheduler: {type: asha}` alone on a study that trains by num_train_epochs (issue 36: it was refused with
+    # "max_resource is not given and training.max_steps gives no whole length"): the rung is the first epoch's
+    # evaluation, and trials not promoted there end PRUNED after one epoch.
+    path = asha_study(
+        tmp_path,
+        n_trials=6,
+        study={"scheduler": {"type": "asha"}},
+        training={"max_steps": -1, "num_train_epochs": 3, "eval_strategy": "epoch", "save_strategy": "epoch"},
+    )
+    run_study(path, workers=1, dry_run=False)
+    found = sorted(trials(tmp_path), key=lambda t: t.number)
+    assert len(found) == 6 and {t.state for t in found} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    assert [t.state for t in found[:2]] == [TrialState.COMPLETE] * 2  # the gate: two finished trials first
+    assert any(t.state == TrialState.PRUNED for t in found)
+    epoch = min(t.user_attrs["pruned_step"] for t in found if t.state == TrialState.PRUNED)
+    for trial in found:
+        assert sorted(pause.boundaries(trial)) == [1]  # epoch 1, the only rung
+        if trial.state == TrialState.PRUNED:
+            assert trial.user_attrs["pruned_step"] == epoch  # stopped at the end of the first epoch
+        else:
+            assert trial.user_attrs["global_step"] == 3 * epoch  # the full three epochs
+
+
 def test_the_correlation_gate_keeps_the_rung_from_judging_until_its_values_rank(tmp_path):
     # `rank_gate: true`: the rung judges once 8 completed trials show a rank correlation of 0.7 between their value
     # there and their final score. With 6 trials it never opens: every trial reports at the rung (step 4), trains on

@@ -35,7 +35,8 @@ def test_max_resource_sets_the_training_length():
 @pytest.mark.parametrize(
     ("resource", "length", "evaluation", "levels"),
     [
-        ("steps", 900, {"eval_strategy": "steps", "eval_steps": 45}, (45,)),  # one rung, not 45, 135, 405
+        # the first evaluation at or past a ninth of the length: 100 steps of 900 -> the evaluation at 135
+        ("steps", 900, {"eval_strategy": "steps", "eval_steps": 45}, (135,)),  # one rung, not 135, 405
         ("steps", 48, {"eval_strategy": "steps", "eval_steps": 0.125}, (6,)),  # a fraction of the length
         (
             "steps",
@@ -43,23 +44,60 @@ def test_max_resource_sets_the_training_length():
             {"eval_strategy": "steps", "logging_steps": 12},
             (12,),
         ),  # eval_steps defaults to logging's
-        ("epochs", 20, {"eval_strategy": "epoch"}, (1,)),
-        ("steps", 900, {"eval_strategy": "epoch"}, (300,)),  # no cadence in steps: a third of the length
-        ("steps", 900, {"eval_strategy": "no"}, (300,)),
+        ("epochs", 20, {"eval_strategy": "epoch"}, (3,)),  # the third epoch: 20 / 9 rounded up
+        ("epochs", 3, {"eval_strategy": "epoch"}, (1,)),
+        ("steps", 900, {"eval_strategy": "epoch"}, (100,)),  # no cadence in steps: the ninth itself
+        ("steps", 900, {"eval_strategy": "no"}, (100,)),
         (
             "steps",
             450,
             {"eval_strategy": "steps", "eval_steps": 500},
-            (150,),
+            (50,),
         ),  # the first evaluation past the end
     ],
 )
-def test_without_min_resource_one_rung_at_the_first_evaluation(resource, length, evaluation, levels):
+def test_without_min_resource_one_rung_at_the_first_evaluation_past_a_ninth(
+    resource, length, evaluation, levels
+):
     scheduler = {"type": "asha", "resource": resource, "max_resource": length}
     changes = {f"training.{key}": value for key, value in evaluation.items()}
     data = study(**{"study.scheduler": scheduler, "training.num_train_epochs": None, **changes})
     plan = AshaPlan.of(parse_study_spec(data))
     assert plan is not None and plan.levels == levels
+
+
+@pytest.mark.parametrize(
+    ("training", "resource", "levels"),
+    [
+        (
+            {"num_train_epochs": 20, "eval_strategy": "epoch"},
+            "epochs",
+            (3,),
+        ),  # the length in epochs: count in epochs
+        ({"num_train_epochs": 20, "eval_strategy": "steps", "eval_steps": 5}, "epochs", (3,)),
+        (
+            {"num_train_epochs": 20, "max_steps": 900, "eval_steps": 45, "eval_strategy": "steps"},
+            "steps",
+            (135,),
+        ),
+    ],
+)
+def test_asha_as_written_counts_in_the_unit_the_study_length_is_given_in(training, resource, levels):
+    data = study(**{"study.scheduler": {"type": "asha"}, "training": training})
+    spec = parse_study_spec(data)
+    scheduler = spec.study.scheduler
+    assert scheduler.resource == resource
+    assert scheduler.max_resource == (20 if resource == "epochs" else 900)
+    plan = AshaPlan.of(spec)
+    assert plan is not None and plan.levels == levels and plan.resource == resource
+
+
+def test_a_resource_given_is_kept_whatever_the_length_unit():
+    data = study(
+        **{"study.scheduler": {"type": "asha", "resource": "steps"}, "training.num_train_epochs": 20}
+    )
+    found, message = problem(data)
+    assert found == "study.scheduler.max_resource" and "training.max_steps gives no whole length" in message
 
 
 def test_max_rungs_keeps_the_lowest_rungs():

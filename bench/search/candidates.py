@@ -1,0 +1,94 @@
+"""The candidates for hpo's default (`scheduler: {type: asha}` without min_resource): promotion ASHA with the
+multi-fidelity TPE, differing in where the rungs go, how many there are, and when a rung may judge. Held-out
+selection (bench/search/heldout.py) picks one of them on problems it is not judged on.
+
+Each is laid out from the problem's study file as hpo would lay it out (`hpo.spec.scheduler`): the first rung at the
+study's first evaluation (`eval_every`) or at the first evaluation past a fraction of the length, further rungs at
+eta times the one below (`hpo.scheduling.asha.rung_levels`), rounded up to a recorded evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bench.search.methods import Method
+from bench.search.problems import Problem
+from hpo.scheduling.asha import rung_levels
+from hpo.scheduling.rank_gate import RankGate
+
+
+def at_evaluation(problem: Problem, step: int) -> int:
+    """The first recorded evaluation at or after `step` (a rung can only act where the study evaluates)."""
+    return min(problem.steps - problem.eval_every, math.ceil(step / problem.eval_every) * problem.eval_every)
+
+
+def levels_from(problem: Problem, first: int, rungs: int | None) -> tuple[int, ...]:
+    """Rungs from `first`, each eta times the one below, below the length, at recorded evaluations."""
+    raw = rung_levels(first, problem.steps, problem.eta, rungs)
+    return tuple(sorted({at_evaluation(problem, level) for level in raw}))
+
+
+def hyperband_brackets(problem: Problem, first: int) -> tuple[tuple[int, ...], ...]:
+    """Hyperband's brackets over ASHA: bracket s has its rungs from first * eta^s, for every s with a level below the
+    length (the last bracket is the most patient)."""
+    starts = rung_levels(first, problem.steps, problem.eta)
+    return tuple(levels_from(problem, start, None) for start in starts)
+
+
+def asha(
+    name: str,
+    levels: tuple[int, ...],
+    gate: RankGate | None,
+    brackets: tuple[tuple[int, ...], ...] = (),
+) -> Method:
+    return Method(
+        name,
+        "study",
+        asha=True,
+        underfilled=True,
+        multi_fidelity=True,
+        levels=levels,
+        gate=gate,
+        brackets=brackets,
+    )
+
+
+def candidates_for(problem: Problem) -> list[Method]:
+    """hpo's ASHA variants on `problem`: the default before issue 36 first."""
+    first = problem.eval_every
+    ninth = at_evaluation(problem, math.ceil(problem.steps / problem.eta**2))
+    two = RankGate(2, -1.0)  # judge once two trials have run to the end
+    one = RankGate(1, -1.0)
+    return [
+        asha("hpo: 1 rung at 1st eval (2 finished)", (first,), two),
+        asha("hpo: 1 rung at 1st eval (ungated)", (first,), None),
+        asha("hpo: 1 rung at 1st eval (1 finished)", (first,), one),
+        asha("hpo: 2 rungs from 1st eval (2 finished)", levels_from(problem, first, 2), two),
+        asha("hpo: all rungs from 1st eval (2 finished)", levels_from(problem, first, None), two),
+        asha("hpo: all rungs from 1st eval (1 finished)", levels_from(problem, first, None), one),
+        asha("hpo: all rungs from 1st eval (ungated)", levels_from(problem, first, None), None),
+        asha("hpo: 1 rung at 1/9 (2 finished)", (ninth,), two),
+        asha("hpo: rungs from 1/9 (2 finished)", levels_from(problem, ninth, None), two),
+        asha("hpo: 1 rung at 1st eval (rank gate 5 pairs 0.5)", (first,), RankGate(5, 0.5)),
+        asha(
+            "hpo: Hyperband brackets from 1st eval (2 finished)",
+            (first,),
+            two,
+            hyperband_brackets(problem, first),
+        ),
+        asha(
+            "hpo: Hyperband brackets from 1st eval (ungated)",
+            (first,),
+            None,
+            hyperband_brackets(problem, first),
+        ),
+        asha(
+            "hpo: 2 brackets: 1 rung at 1st eval | all rungs (2 finished)",
+            (first,),
+            two,
+            ((first,), levels_from(problem, first, None)),
+        ),
+    ]
+
+
+CURRENT = "hpo: 1 rung at 1st eval (2 finished)"  # the default before issue 36 (methods.HPO_METHOD)

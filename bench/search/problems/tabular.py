@@ -1,0 +1,22 @@
+"""The tabular family: MLPs on scikit-learn's bundled tables and on generated ones (studies/tasks/tabular.py), each a
+study file beside this module. They differ in what makes a schedule right or wrong: trial length (200 to 1,500 steps),
+evaluation cadence (10 to 30 evaluations a trial), eval-set size (45 rows to 3,000: how noisy and tied a value is),
+label noise (overfitting), curves that rank early or cross late, classification or regression (a loss minimised),
+and search spaces with integer, categorical and conditional parameters (the optimiser and schedule in synth-optim).
+Pause, resume and start costs: the digits MLP's (Problem's defaults), a model as small."""
+
+from __future__ import annotations
+
+from bench.search.problems import Problem
+
+PROBLEMS = [
+    Problem.from_study("breast-cancer", configurations=100, draw_seed=2041),
+    Problem.from_study("synth-small", configurations=100, draw_seed=2042),
+    Problem.from_study("synth-easy", configurations=80, draw_seed=2043),
+    Problem.from_study("synth-noisy", configurations=80, draw_seed=2044),
+    Problem.from_study("synth-large", configurations=60, draw_seed=2045),
+    Problem.from_study("moons", configurations=80, draw_seed=2046),
+    Problem.from_study("regression", configurations=80, draw_seed=2047),
+    Problem.from_study("friedman", configurations=60, draw_seed=2048),
+    Problem.from_study("synth-optim", configurations=80, draw_seed=2049),
+]

@@ -1,0 +1,27 @@
+"""The text family: LoRA adapters on the pretrained MiniLM (studies/minilm_lora.yaml) and a tiny character-level GPT
+on Python's own help topics (charlm.yaml beside this file)."""
+
+from __future__ import annotations
+
+from bench.search.problems import ROOT, Problem
+
+PROBLEMS = [
+    Problem(
+        name="minilm-lora",
+        study=ROOT / "studies" / "minilm_lora.yaml",
+        configurations=100,
+        draw_seed=2025,
+        steps=48,
+        eval_every=6,
+        n_trials=30,
+        workers=2,
+        asha_levels=(6, 18),
+        pruner_min_steps=6,
+        pause_s=0.072,
+        resume_s=0.305,
+        start_s=0.255,
+        training={"eval_steps": 6, "logging_steps": 6},
+    ),
+    # A tiny character-level GPT (studies/tasks/charlm.py): 400 steps, an evaluation every 40; eval loss minimised.
+    Problem.from_study("charlm", configurations=60, draw_seed=2031),
+]

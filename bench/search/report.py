@@ -1,0 +1,220 @@
+"""The suite's tables from runs/suite/*.json (bench/search/suite.py): every method on every problem, the average
+rank, and hpo's default chosen on held-out problems (bench/search/heldout.py).
+
+    python bench/search/report.py                  # markdown on stdout
+    python bench/search/report.py --out docs/x.md  # and into a file
+
+Tables: (1) normalised regret over time (mean over seeds) and the rank it gives on each problem, with the average
+rank; (2) median time to the 95th percentile of the recorded final scores (seeds that reached it); (3) hpo's default
+against the best peer on each problem: the ratio of median times to q90, q95, q99, the final best against the best
+peer's, and the candidate chosen with that problem held out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.search import heldout  # noqa: E402
+from bench.search.candidates import CURRENT  # noqa: E402
+from bench.search.figures import QUANTILES, RunFigures, Spread  # noqa: E402
+from bench.search.suite import OUT, load_runs  # noqa: E402
+
+DEFAULT = "hpo default (held-out)"
+RATIO_MIN_SEEDS = 10
+BEFORE = "hpo before"
+
+
+def gather(folder: Path) -> tuple[dict[str, dict[str, list[RunFigures]]], dict[str, float], dict[str, bool]]:
+    """Each problem's runs, its budget, and whether its metric is maximised (its best recorded final is above the
+    median one)."""
+    problems, budgets, maximize = {}, {}, {}
+    for path in sorted(folder.glob("*.json")):
+        stored, runs = load_runs(path)
+        name = stored["problem"]
+        problems[name], budgets[name] = runs, stored["budget_s"]
+        best, median = stored["regret_scale"]
+        maximize[name] = best >= median
+    return problems, budgets, maximize
+
+
+def split(problems: dict[str, dict[str, list[RunFigures]]]) -> tuple[list[str], list[str], list[str]]:
+    """(peers every problem has, hpo's candidates, peers only some problems have), in the order first seen."""
+    common = set.intersection(*(set(runs) for runs in problems.values()))
+    ordered = list(dict.fromkeys(m for runs in problems.values() for m in runs))
+    peers = [m for m in ordered if m in common and not m.startswith("hpo")]
+    candidates = [m for m in ordered if m in common and m.startswith("hpo")]
+    partial = [m for m in ordered if m not in common and not m.startswith("hpo")]
+    return peers, candidates, partial
+
+
+def with_default(
+    problems: dict[str, dict[str, list[RunFigures]]], chosen: dict[str, str]
+) -> dict[str, dict[str, list[RunFigures]]]:
+    """Each problem's runs plus the held-out default (the candidate chosen without it) and the default before."""
+    return {
+        name: {**runs, DEFAULT: runs[chosen[name]], BEFORE: runs[CURRENT]} for name, runs in problems.items()
+    }
+
+
+def regret_table(table: dict[str, dict[str, list[RunFigures]]], methods: list[str]) -> list[str]:
+    """A peer run on only some problems is ranked among the methods there and averaged over those (its count)."""
+    lines = header(["problem", *methods])
+    ranks = {name: heldout.ranks(runs, [m for m in methods if m in runs]) for name, runs in table.items()}
+    for name, runs in table.items():
+        cells = [
+            f"{heldout.mean_regret(runs[m]):.3f} ({ranks[name][m]:g})" if m in runs else "-" for m in methods
+        ]
+        lines.append(row([name, *cells]))
+    average = {m: [ranks[n][m] for n in table if m in ranks[n]] for m in methods}
+    means = {m: float(np.mean(v)) for m, v in average.items()}
+    best = min(means[m] for m in methods if len(average[m]) == len(table))
+    cells = [
+        bold(f"{means[m]:.2f}", means[m] == best)
+        + ("" if len(average[m]) == len(table) else f" (of {len(average[m])})")
+        for m in methods
+    ]
+    lines.append(row(["**average rank**", *cells]))
+    return lines
+
+
+def time_table(
+    table: dict[str, dict[str, list[RunFigures]]], methods: list[str], quantile: float
+) -> list[str]:
+    lines = header(["problem", *methods])
+    for name, runs in table.items():
+        spreads = {m: Spread.of([r.to_target[quantile] for r in runs[m]]) for m in methods if m in runs}
+        fastest = min(s.median for s in spreads.values())
+        cells = [
+            bold(time_cell(spreads[m]), spreads[m].median == fastest) if m in spreads else "-"
+            for m in methods
+        ]
+        lines.append(row([name, *cells]))
+    return lines
+
+
+def ratio_table(
+    table: dict[str, dict[str, list[RunFigures]]],
+    peers: list[str],
+    chosen: dict[str, str],
+    maximize: dict[str, bool],
+) -> list[str]:
+    """Against the best of `peers` and of the other peers that ran this problem on enough seeds."""
+    lines = header(["problem", *[f"q{round(q * 100)}" for q in QUANTILES], "final best (peer's)", "chosen"])
+    for name, runs in table.items():
+        others = [
+            m for m in runs if not m.startswith("hpo") and m not in (DEFAULT, BEFORE) and m not in peers
+        ]
+        here = peers + [m for m in others if len(runs[m]) >= RATIO_MIN_SEEDS]
+        cells = [quantile_ratio(runs, here, q) for q in QUANTILES]
+        ours = heldout.mean_final(runs[DEFAULT])
+        direction = 1.0 if maximize[name] else -1.0
+        peer, theirs = max(
+            ((p, heldout.mean_final(runs[p])) for p in here), key=lambda item: direction * item[1]
+        )
+        cells.append(f"{ours:.4f} ({theirs:.4f}, {peer})")
+        lines.append(row([name, *cells, chosen[name].removeprefix("hpo: ")]))
+    return lines
+
+
+def quantile_ratio(runs: dict[str, list[RunFigures]], peers: list[str], quantile: float) -> str:
+    ours = Spread.of([r.to_target[quantile] for r in runs[DEFAULT]]).median
+    name, best = min(
+        ((p, Spread.of([r.to_target[quantile] for r in runs[p]]).median) for p in peers), key=lambda x: x[1]
+    )
+    if not math.isfinite(best):
+        return "no peer" if not math.isfinite(ours) else f"only hpo ({ours:.1f} s)"
+    if not math.isfinite(ours):
+        return f"missed ({name} {best:.1f} s)"
+    return f"{ours / best:.2f}x ({name})"
+
+
+def time_cell(spread: Spread) -> str:
+    text = "-" if not math.isfinite(spread.median) else f"{spread.median:.1f}"
+    return f"{text} ({spread.reached})"
+
+
+def header(columns: list[str]) -> list[str]:
+    return [row(columns), "|" + "---|" * len(columns)]
+
+
+def row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def bold(text: str, yes: bool) -> str:
+    return f"**{text}**" if yes else text
+
+
+def report(folder: Path) -> str:
+    problems, budgets, maximize = gather(folder)
+    peers, candidates, partial = split(problems)
+    # The best peer of a ratio is taken among peers run on enough seeds: the minimum of many medians, some over 3
+    # seeds, would pick the luckiest (the model-based peers, slow to run, have few seeds; they are still ranked).
+    judges = [p for p in peers if min(len(problems[n][p]) for n in problems) >= RATIO_MIN_SEEDS]
+    chosen = heldout.leave_one_out(problems, budgets, candidates, judges)
+    table = with_default(problems, chosen)
+    methods = [*peers, *partial, BEFORE, DEFAULT]
+    seeds = {len(runs[m]) for runs in problems.values() for m in runs}
+    lines = [
+        f"{len(problems)} problems, seeds per method {sorted(seeds)}; shipped (chosen on all problems): "
+        f"{heldout.choose(problems, budgets, candidates, judges)}; ratios against the best of "
+        f"{', '.join(judges)} (peers on at least {RATIO_MIN_SEEDS} seeds)",
+        "",
+        "Normalised regret over time, mean over seeds (rank on the problem); lower is better:",
+        "",
+        *regret_table(table, methods),
+        "",
+        "Median time to the 95th percentile of the recorded final scores, simulated seconds (seeds that reached it):",
+        "",
+        *time_table(table, methods, 0.95),
+        "",
+        "hpo's default (held out) against the best peer, median times; final best, mean over seeds:",
+        "",
+        *ratio_table(table, judges, chosen, maximize),
+        "",
+        "Candidates on all problems (worst ratio to the best peer; average regret rank among the candidates):",
+        "",
+        *candidate_lines(problems, budgets, candidates, judges),
+    ]
+    return "\n".join(lines)
+
+
+def candidate_lines(
+    problems: dict[str, dict[str, list[RunFigures]]],
+    budgets: dict[str, float],
+    candidates: list[str],
+    peers: list[str],
+) -> list[str]:
+    lines = header(["candidate", "worst ratio", "on", "average rank among candidates"])
+    ranks = {name: heldout.ranks(runs, candidates) for name, runs in problems.items()}
+    for c in candidates:
+        worst = max(problems, key=lambda n: heldout.ratio(problems[n], c, peers, budgets[n]))
+        value = heldout.ratio(problems[worst], c, peers, budgets[worst])
+        average = float(np.mean([ranks[n][c] for n in problems]))
+        lines.append(row([c.removeprefix("hpo: "), f"{value:.2f}", worst, f"{average:.2f}"]))
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path)
+    options = parser.parse_args()
+    text = report(options.runs)
+    print(text)
+    if options.out:
+        options.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

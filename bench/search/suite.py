@@ -1,0 +1,166 @@
+"""The suite: every method on every recorded problem, many seeds, then the held-out table (bench/search/report.py).
+
+    python bench/search/suite.py --seeds 100 --jobs 2                     # Optuna's methods and hpo's candidates
+    python bench/search/suite.py --seeds 100 --synetune-python .venv-syne/bin/python \\
+        --ray-python .venv-ray/bin/python --smac-python .venv-smac/bin/python   # and the peers in their venvs
+    python bench/search/report.py                                          # the tables, from runs/suite/*.json
+
+Each problem's runs go to runs/suite/<problem>.json ({method: [figures per seed]}), merged with what is there, so the
+peers (slow, in their own environments) and our methods can be run apart and on other machines; `--only` picks
+methods, `--problems` problems. Simulations are spread over `--jobs` processes (one seed of one method each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.search import peers  # noqa: E402
+from bench.search.candidates import candidates_for  # noqa: E402
+from bench.search.figures import QUANTILES, RunFigures, run_figures  # noqa: E402
+from bench.search.methods import Method, methods_for  # noqa: E402
+from bench.search.problems import PROBLEMS  # noqa: E402
+from bench.search.recording import Recording, load  # noqa: E402
+from bench.search.simulate import budget_of, simulate  # noqa: E402
+
+OUT = ROOT / "runs" / "suite"
+OPTUNA_PEERS = {"random": "random", "tpe": "TPE", "tpe+sh": "TPE + SH", "tpe+hyperband": "TPE + Hyperband"}
+
+
+@cache
+def recording_of(name: str) -> Recording:
+    return load(PROBLEMS[name])
+
+
+def methods_of(name: str) -> dict[str, Method]:
+    """The simulated methods on a problem, by the suite's names: Optuna's peers, then hpo's candidates."""
+    problem = PROBLEMS[name]
+    known = {m.name: m for m in methods_for(problem)}
+    named = {label: known[key] for key, label in OPTUNA_PEERS.items()}
+    return named | {m.name: m for m in candidates_for(problem)}
+
+
+def one_run(task: tuple[str, str, int]) -> tuple[str, str, int, dict[str, Any]]:
+    """One seed of one method on one problem (a pool worker's unit of work)."""
+    name, method, seed = task
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    recording = recording_of(name)
+    budget_s = budget_of(recording)
+    targets = {q: recording.target(q) for q in QUANTILES}
+    outcome = simulate(recording, methods_of(name)[method], seed, budget_s=budget_s)
+    figures = run_figures(outcome, targets, budget_s, recording.maximize, recording.regret_scale())
+    return name, method, seed, asdict(figures)
+
+
+def simulate_all(
+    names: list[str], only: set[str] | None, seeds: int, jobs: int
+) -> Iterator[tuple[str, dict[str, list[dict]]]]:
+    """Each problem's runs ({method: [figures per seed]}) as soon as that problem is done, one problem at a time."""
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        for name in names:
+            tasks = [
+                (name, method, seed)
+                for method in methods_of(name)
+                if only is None or method in only
+                for seed in range(seeds)
+            ]
+            found: dict[str, list[tuple[int, dict]]] = {}
+            for _, method, seed, figures in pool.imap_unordered(one_run, tasks, chunksize=4):
+                found.setdefault(method, []).append((seed, figures))
+            yield name, {m: [f for _, f in sorted(runs)] for m, runs in found.items()}
+
+
+def save(name: str, runs: dict[str, list[dict]], out: Path) -> Path:
+    """Merge `runs` into out/<name>.json (a method run again replaces its old runs)."""
+    path = out / f"{name}.json"
+    stored = json.loads(path.read_text()) if path.exists() else {"runs": {}}
+    recording = recording_of(name)
+    stored.update(
+        problem=name,
+        budget_s=budget_of(recording),
+        targets={str(q): recording.target(q) for q in QUANTILES},
+        regret_scale=list(recording.regret_scale()),
+        configurations=len(recording.curves),
+    )
+    stored["runs"] |= {
+        method: {"seeds": len(figures), "figures": figures} for method, figures in runs.items()
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(stored, default=str))
+    return path
+
+
+def load_runs(path: Path) -> tuple[dict[str, Any], dict[str, list[RunFigures]]]:
+    """A problem's stored runs as RunFigures (JSON keys back to floats)."""
+    stored = json.loads(path.read_text())
+    runs = {}
+    for method, entry in stored["runs"].items():
+        runs[method] = [
+            RunFigures(
+                to_target={float(k): v for k, v in f["to_target"].items()},
+                best_at={float(k): v for k, v in f["best_at"].items()},
+                compute_s=f["compute_s"],
+                trials=f["trials"],
+                resumes=f["resumes"],
+                evaluations=f["evaluations"],
+                regret_auc=f["regret_auc"],
+            )
+            for f in entry["figures"]
+        ]
+    return stored, runs
+
+
+def merge(source: Path, out: Path) -> None:
+    """Merge every problem's runs in `source` (a suite run on another machine) into `out`'s files."""
+    for path in sorted(source.glob("*.json")):
+        stored = json.loads(path.read_text())
+        runs = {method: entry["figures"] for method, entry in stored["runs"].items()}
+        print(f"merged {stored['problem']}: {len(runs)} methods into {save(stored['problem'], runs, out)}")
+
+
+def recorded() -> list[str]:
+    return [name for name, problem in PROBLEMS.items() if problem.data_file.exists()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--problems", help="comma-separated (default: every recorded problem)")
+    parser.add_argument("--seeds", type=int, default=100)
+    parser.add_argument("--jobs", type=int, default=max(1, multiprocessing.cpu_count() - 1))
+    parser.add_argument("--only", help="comma-separated method names (the suite's names)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--no-simulated", action="store_true", help="only the peers in their own venvs")
+    parser.add_argument("--merge-from", type=Path, help="only merge the runs in this folder into --out")
+    peers.add_arguments(parser)
+    options = parser.parse_args()
+    if options.merge_from:
+        merge(options.merge_from, options.out)
+        return
+    names = options.problems.split(",") if options.problems else recorded()
+    only = set(options.only.split(",")) if options.only else None
+    started = time.perf_counter()
+    if not options.no_simulated:
+        for name, runs in simulate_all(names, only, options.seeds, options.jobs):
+            print(f"{time.perf_counter() - started:.0f} s: wrote {save(name, runs, options.out)}", flush=True)
+    for name in names:
+        for label, runs in peers.run_all(recording_of(name), budget_of(recording_of(name)), options):
+            save(name, {label: runs}, options.out)  # each peer as it ends: the slow ones take hours
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Task: a tiny character-level GPT (a causal transformer) on English text that ships with Python itself: the help
+topics of `pydoc_data.topics` (the text `help("FOR")` prints). The small language model of `bench/search/`.
+
+    task: {model_init: studies.tasks.charlm:model_init, data: studies.tasks.charlm:data}
+    metric: loss                     # eval_loss: cross-entropy per character, minimised
+
+Model parameters: n_embd, n_layer, n_head, dropout. The text is the topics joined in sorted order, cut to ASCII
+(others become '?'); the last tenth is the eval text. Training samples are `TRAIN_WINDOWS` fixed windows of
+`BLOCK + 1` characters drawn once with a fixed seed, the eval set `EVAL_WINDOWS` windows of the eval text, so every
+trial sees the same data.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+BLOCK = 32  # characters of context
+TRAIN_WINDOWS = 8192
+EVAL_WINDOWS = 256
+VOCAB = 96  # printable ASCII (32..126) and newline; anything else is '?'
+MODEL_KEYS = {"n_embd", "n_layer", "n_head", "dropout"}
+
+
+@lru_cache(maxsize=1)
+def _text_codes() -> np.ndarray:
+    from pydoc_data.topics import topics
+
+    text = "\n".join(topics[key] for key in sorted(topics))
+    codes = np.frombuffer(text.encode("ascii", errors="replace"), dtype=np.uint8).astype(np.int64)
+    codes = np.where(codes == 10, 95, codes - 32)  # newline -> 95, printable -> 0..94
+    return np.where((codes < 0) | (codes > 95), ord("?") - 32, codes)
+
+
+class Windows(Dataset):
+    def __init__(self, codes: np.ndarray, count: int, seed: int) -> None:
+        starts = np.random.default_rng(seed).integers(0, len(codes) - BLOCK - 1, size=count)
+        self.windows = torch.tensor(np.stack([codes[s : s + BLOCK + 1] for s in starts]), dtype=torch.long)
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        window = self.windows[index]
+        return {"tokens": window[:-1], "labels": window[1:]}
+
+
+class CharGPT(nn.Module):
+    """Token and position embeddings, `n_layer` pre-norm transformer blocks under a causal mask, a linear head."""
+
+    def __init__(self, n_embd: int, n_layer: int, n_head: int, dropout: float) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(VOCAB, n_embd)
+        self.positions = nn.Parameter(torch.zeros(BLOCK, n_embd))
+        layer = nn.TransformerEncoderLayer(
+            n_embd, n_head, 4 * n_embd, dropout, activation="gelu", batch_first=True, norm_first=True
+        )
+        self.blocks = nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(n_embd)
+        self.head = nn.Linear(n_embd, VOCAB)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(BLOCK), persistent=False)
+
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        length = tokens.shape[1]
+        hidden = self.tokens(tokens) + self.positions[:length]
+        hidden = self.blocks(hidden, mask=self.mask[:length, :length], is_causal=True)
+        logits = self.head(self.norm(hidden))
+        output = {"logits": logits}
+        if labels is not None:
+            output["loss"] = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
+        return output
+
+
+def model_init(params: dict[str, Any] | None = None) -> CharGPT:
+    params = dict(params or {})
+    unknown = sorted(set(params) - MODEL_KEYS)
+    if unknown:
+        raise ValueError(f"charlm model: unknown parameter(s) {unknown}; it takes {sorted(MODEL_KEYS)}")
+    n_embd, n_head = int(params.get("n_embd", 64)), int(params.get("n_head", 2))
+    if n_embd % n_head:
+        raise ValueError(f"charlm model: n_embd {n_embd} is not a multiple of n_head {n_head}")
+    return CharGPT(n_embd, int(params.get("n_layer", 2)), n_head, float(params.get("dropout", 0.0)))
+
+
+def data() -> tuple[Windows, Windows]:
+    codes = _text_codes()
+    cut = len(codes) * 9 // 10
+    return Windows(codes[:cut], TRAIN_WINDOWS, seed=0), Windows(codes[cut:], EVAL_WINDOWS, seed=1)

@@ -1,0 +1,62 @@
+"""The task modules of bench/search's suite (studies/tasks/tabular.py, studies/tasks/charlm.py): real data that ships
+in a package or is generated, fixed splits, models that train, and the metrics the study files name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sklearn  # noqa: F401  (its import sets KMP_* variables: done here, not inside a test)
+import torch
+
+from studies.tasks import charlm, tabular
+from trainer import EvalPrediction
+
+
+@pytest.mark.parametrize("name", sorted(tabular.DATASETS))
+def test_every_table_splits_the_same_way_every_time_and_is_standardised(name):
+    train, held = tabular.data({"dataset": name})
+    again_train, again_held = tabular.data({"dataset": name})
+    assert torch.equal(held.features, again_held.features) and torch.equal(held.labels, again_held.labels)
+    assert abs(len(held) / (len(train) + len(held)) - tabular.EVAL_FRACTION) < 0.01
+    assert torch.allclose(train.features.mean(0), torch.zeros(train.features.shape[1]), atol=1e-4)
+    model = tabular.model_init({"dataset": name, "hidden_size": 16, "num_layers": 2, "dropout": 0.1})
+    batch = {"features": train.features[:8], "labels": train.labels[:8]}
+    output = model(**batch)
+    assert torch.isfinite(output["loss"])
+    classes = tabular.DATASETS[name]().classes
+    assert output["logits"].shape == (8, max(classes, 1))
+
+
+def test_the_tabular_model_refuses_what_it_does_not_take():
+    with pytest.raises(ValueError, match="unknown parameter"):
+        tabular.model_init({"width": 3})
+    with pytest.raises(ValueError, match="unknown dataset"):
+        tabular.data({"dataset": "covtype"})
+
+
+def test_tabular_metrics_accuracy_for_classes_and_r2_for_a_regression():
+    logits = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
+    found = tabular.compute_metrics(EvalPrediction(predictions=logits, label_ids=np.array([1, 0, 0])))
+    assert found == {"accuracy": pytest.approx(2 / 3)}
+    labels = np.array([1.0, -1.0, 0.0], dtype=np.float32)
+    perfect = tabular.compute_metrics(EvalPrediction(predictions=labels[:, None], label_ids=labels))
+    assert perfect == {"r2": pytest.approx(1.0)}
+
+
+def test_the_char_lm_reads_pythons_help_topics_and_predicts_the_next_character():
+    train, held = charlm.data()
+    assert len(train) == charlm.TRAIN_WINDOWS and len(held) == charlm.EVAL_WINDOWS
+    sample = train[0]
+    assert torch.equal(
+        sample["tokens"][1:], sample["labels"][:-1]
+    )  # the labels are the tokens shifted by one
+    assert int(train.windows.max()) < charlm.VOCAB
+    model = charlm.model_init({"n_embd": 32, "n_layer": 1, "n_head": 2})
+    with torch.no_grad():
+        output = model(tokens=train.windows[:4, :-1], labels=train.windows[:4, 1:])
+    assert output["logits"].shape == (4, charlm.BLOCK, charlm.VOCAB)
+    assert (
+        abs(float(output["loss"]) - np.log(charlm.VOCAB)) < 1.0
+    )  # untrained: about uniform over the characters
+    with pytest.raises(ValueError, match="not a multiple"):
+        charlm.model_init({"n_embd": 30, "n_head": 4})
