@@ -36,7 +36,7 @@ class Problem:
     ]  # promotion ASHA's pause points, in global steps (rung_levels of the scheduler)
     eta: int = 3
     pruner_min_steps: int = 0  # Optuna's successive halving / Hyperband min_resource, in global steps
-    # Measured by `bench/pause.py resume` on digits, quiet 2-core machine (docs/benchmarks.md, "Pausing and
+    # Measured by `bench/pause/costs.py resume` on digits, quiet 2-core machine (docs/benchmarks.md, "Pausing and
     # resuming"), after issue 26's warm resumes: medians over 12-18 trials. Before them: 0.25 s, 0.8 s and 0.2 s.
     pause_s: float = 0.035  # one pause: the decision at the rung to the trial paused in the database
     resume_s: float = 0.098  # one resume: claim to the first step (fork, model, restore)

@@ -6,7 +6,7 @@ from bench.search.problems import ROOT, Problem
 
 PROBLEMS = [
     # studies/digits_mlp.yaml as it ships: 20 epochs of 45 steps (1,437 images at batch 32), an evaluation each epoch,
-    # 30 trials on 2 workers. ASHA as in bench/asha.py (epochs 1, 3, 9 -> 20, eta 3); the pruners' min_resource one
+    # 30 trials on 2 workers. ASHA as in bench/pause/asha.py (epochs 1, 3, 9 -> 20, eta 3); the pruners' min_resource one
     # epoch, Hyperband's max 20 epochs, as in the study file. Pause, resume and start costs: the defaults above.
     Problem(
         name="digits",
@@ -41,6 +41,6 @@ PROBLEMS = [
     # of 12 steps (192 generated reviews at batch 16), evaluated every 6 steps instead of the file's 12 (8 points a
     # pruner or a rung can act at). 100 configurations of its space (r, lora_alpha, lora_dropout, target_modules,
     # learning rate); a study of 30 trials on 2 workers. ASHA at steps 6 and 18 (eta 3), the pruners' min_resource 6
-    # steps. Pause, resume and start: `bench/pause.py resume --study studies/minilm_lora.yaml` on a quiet 2-core
+    # steps. Pause, resume and start: `bench/pause/costs.py resume --study studies/minilm_lora.yaml` on a quiet 2-core
     # machine (docs/benchmarks.md): a resume 0.305 s, a fresh start 0.255 s, a pause 0.072 s.
 ]
