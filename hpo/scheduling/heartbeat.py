@@ -1,7 +1,7 @@
 """A running trial's heartbeat, written by its worker while the trial process trains, riding out a storage outage.
 
 A PostgreSQL restart or a dropped connection makes a beat fail. Raised, that error would end the worker's supervision
-of a trial that trains on (bench/chaos.py seed 498873: the worker then waited at exit for its warm trial process, and
+of a trial that trains on (tests/chaos/campaign.py seed 498873: the worker then waited at exit for its warm trial process, and
 the study never ended). So a beat that cannot be written is skipped, said once, and the next one tries again: the trial
 process needs no database to train. An outage longer than the grace period makes the trial look stale, and other
 workers queue it again as for a dead worker; the worker's own result for it is then refused, as for any stale trial.

@@ -220,7 +220,7 @@ def take_decisions(
                 exploit(checkpoint_at(source, decision.step), target.parent, output_dir)
             except (CheckpointError, FileNotFoundError) as error:
                 # The source's checkpoint was cut short or deleted: this member goes on with its own model and values
-                # rather than every worker dying here, under the claim lock, at each try (bench/chaos.py seed 367814).
+                # rather than every worker dying here, under the claim lock, at each try (tests/chaos/campaign.py seed 367814).
                 logger.warning("trial %d: not copied from trial %d: %s", member.number, source.number, error)
             else:
                 record_segment(

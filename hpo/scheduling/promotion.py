@@ -203,7 +203,7 @@ def end_hopeless(
         checkpoint = pause.checkpoint_of(frozen)
         value = out.values.get(out.rung)
         # The store first: a worker killed between the two left the store's run "paused" for a PRUNED trial
-        # (bench/chaos.py seed 714328). Under the claim lock no other process resumes it in between; one that found
+        # (tests/chaos/campaign.py seed 714328). Under the claim lock no other process resumes it in between; one that found
         # it no longer paused (failed as stale) writes its own event after this one.
         _record_pruned(study, plan, frozen, value)
         if pause.end_paused_trial(study, trial_id(frozen), TrialState.PRUNED, value):
@@ -285,7 +285,7 @@ def _record_pruned(study: optuna.Study, plan: AshaPlan, trial: FrozenTrial, valu
     origin = origin_attrs(trial.user_attrs)
     if "requeued_from_trial" in origin:
         # A retry parked at its predecessor's rung (park_unjudged_retries) and ended here never ran a process to say
-        # which trial it continues; that predecessor's run said "running" (bench/chaos.py seed 185304).
+        # which trial it continues; that predecessor's run said "running" (tests/chaos/campaign.py seed 185304).
         run = RunInfo(study_name=study.study_name, trial_number=trial.number, origin=origin)
         record_origin(plan.store, run)
     step = pause.pause_info(trial).get("step")

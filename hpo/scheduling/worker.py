@@ -292,9 +292,9 @@ def wait_for_room(
 def record_retry_origin(spec: StudySpec, study: optuna.Study, trial: optuna.Trial) -> None:
     """A queued retry records the trial it continues before its process starts: one killed before its training
     began (its store callback's first moment) left no "retried" event, and its predecessor's run "paused" or
-    "running" (bench/chaos.py). The trial's own store callback finds it written and writes nothing. A predecessor
+    "running" (tests/chaos/campaign.py). The trial's own store callback finds it written and writes nothing. A predecessor
     that was itself a retry and never started a process (swept while its worker was stopped) never recorded its own:
-    it is recorded here too, or its predecessor's run stays "paused" (bench/chaos.py seed 704, PBT)."""
+    it is recorded here too, or its predecessor's run stays "paused" (tests/chaos/campaign.py seed 704, PBT)."""
     location = store_location(spec)
     if location is None:
         return
@@ -485,7 +485,7 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
     except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError) as error:
         logger.warning("trial %d: could not record its outcome: %s", trial.number, error)
         # Failed meanwhile: its heartbeat went stale (this worker was stopped past the grace period) and a retry was
-        # queued. Its run in the store says so, not the outcome its process wrote there too late (bench/chaos.py
+        # queued. Its run in the store says so, not the outcome its process wrote there too late (tests/chaos/campaign.py
         # seed 308: SIGSTOP of a worker, then SIGCONT just as another worker swept it).
         _event(config, trial.number, "failed", f"its outcome came after the trial had ended: {error}")
         return "lost"
@@ -516,7 +516,7 @@ def _pause(study: optuna.Study, trial: optuna.Trial, outcome: Any, config: Worke
     ):
         return "lost"  # failed meanwhile (a stale heartbeat): its retry goes on from the checkpoint
     # The store first: once paused in the database another worker may resume it and finish it, and a "paused" written
-    # after that (this worker stopped in between) overwrote "completed" (bench/chaos.py seed 182021, SIGSTOP).
+    # after that (this worker stopped in between) overwrote "completed" (tests/chaos/campaign.py seed 182021, SIGSTOP).
     _event(config, trial.number, "paused", f"paused at step {step} (value {value})", step=step)
     if not pause_trial(study, trial_id(trial), step=step, checkpoint=str(checkpoint), value=value):
         # Failed meanwhile (no heartbeat within the grace period): the store says so again, over the "paused" above.
@@ -621,7 +621,7 @@ def run_worker(config: WorkerConfig) -> int:
 
 def fail_unstarted(study: optuna.Study, trial: optuna.Trial, error: Exception) -> None:
     """FAIL a trial that could not start, with its error. One ended meanwhile stays as it is: swept as stale while this
-    worker was stopped, it has its retry queued already (bench/chaos.py seed 508: the second error ended the worker)."""
+    worker was stopped, it has its retry queued already (tests/chaos/campaign.py seed 508: the second error ended the worker)."""
     try:
         trial.set_user_attr("error", f"{type(error).__name__}: {error}")
         study.tell(trial, state=TrialState.FAIL)

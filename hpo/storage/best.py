@@ -1,7 +1,7 @@
 """The best trial of a one-objective study, chosen one way everywhere: by value, and among equal values the lowest
 trial number. Optuna's `study.best_trial` leaves ties to the database's row order, so export, `hpo status` and
 retention (`study.keep_checkpoints`) could each name a different trial of a tie, and export refused when retention
-had kept the other one's checkpoint (bench/chaos.py seed 944984)."""
+had kept the other one's checkpoint (tests/chaos/campaign.py seed 944984)."""
 
 from __future__ import annotations
 

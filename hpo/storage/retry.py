@@ -241,7 +241,7 @@ def retry_pending(study: optuna.Study) -> bool:
 
 def requeue_lost_retries(study: optuna.Study, policy: RetryPolicy) -> list[int]:
     """Under the claim lock: queue the retry of each trial failed as `requeued` whose retry never came (its process,
-    between the two steps of `fail_running_trial`, was killed: the configuration was lost; bench/chaos.py seed 37470,
+    between the two steps of `fail_running_trial`, was killed: the configuration was lost; tests/chaos/campaign.py seed 37470,
     a whole-tree kill). Only a failure older than the heartbeat grace period: the process that failed it a moment ago
     is still about to queue it. Returns the numbers of the trials queued again."""
     grace = study_db.heartbeat_grace(study)

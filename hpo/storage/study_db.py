@@ -223,7 +223,7 @@ def counted_trials(study: optuna.Study) -> int:
         elif trial.state == TrialState.FAIL and trial.number not in continued:
             # Failed as requeued, its retry not queued yet (`fail_running_trial` fails, then queues): still counted,
             # or a claim in between started a new configuration and the retry found n_trials used up, WAITING for
-            # ever (bench/chaos.py seed 186055).
+            # ever (tests/chaos/campaign.py seed 186055).
             count += 1
         elif trial.state == TrialState.WAITING and trial.system_attrs.get(PAUSED_ATTR):
             count += 1  # a paused trial (hpo.storage.pause) is a configuration already started
@@ -428,7 +428,7 @@ def stale_trial_ids(study: optuna.Study) -> list[int]:
 def unbeaten_trial_ids(study: optuna.Study) -> list[int]:
     """Ids of RUNNING trials that never recorded a heartbeat and started more than the grace period ago (empty
     without heartbeats). Optuna's stale check skips such trials for good: a claimer SIGKILLed between creating its
-    trial and its first beat left one RUNNING for ever (found by bench/chaos.py). Ask it under the claim lock, where
+    trial and its first beat left one RUNNING for ever (found by tests/chaos/campaign.py). Ask it under the claim lock, where
     no live claimer is between those two steps."""
     backend = unwrap_rdb(storage_of(study))
     older_than = heartbeat_grace(study)

@@ -67,7 +67,7 @@ def origin_rows(run: RunInfo) -> Batch | None:
 def record_origin(location: str, run: RunInfo) -> bool:
     """Write a retry's origin (`origin_rows`) at once, in one transaction, unless a piece of it did already. Written
     at once, not queued: a retry SIGKILLed before its writer flushed, or before its training began, left no "retried"
-    event (found by bench/chaos.py). The scheduler's worker calls it before the trial's process starts, the store
+    event (found by tests/chaos/campaign.py). The scheduler's worker calls it before the trial's process starts, the store
     callback again as training begins. False when the store could not be reached (the caller may queue the rows)."""
     rows = origin_rows(run)
     if rows is None:
@@ -213,7 +213,7 @@ class ExperimentStoreCallback(TrialTracker):
         """A retry's "retried" event and its predecessor's status (see `record_origin`), usually written already by
         the worker before this process started. When the store does not answer (a restart, say), asked and written
         again off the training thread: not queued blindly, since the worker's write may have landed (a queued copy then
-        made two "retried" events for one attempt; bench/chaos.py seed 977111, a PostgreSQL restart)."""
+        made two "retried" events for one attempt; tests/chaos/campaign.py seed 977111, a PostgreSQL restart)."""
         if origin_rows(self.run) is None or record_origin(self.location, self.run):
             return
         thread = threading.Thread(target=self._retry_origin, name="hpo-store-origin", daemon=True)

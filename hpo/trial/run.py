@@ -150,7 +150,7 @@ def _train_and_score(
     training, model_params = spec.split_params(params)
     args = trial_arguments(spec, run_dir, trial.number, training)
     # The trackers first: a data() that raises still ends this trial's store run as failed (a resumed PBT member's
-    # run stayed "paused" while the trial was FAIL; found by bench/chaos.py).
+    # run stayed "paused" while the trial was FAIL; found by tests/chaos/campaign.py).
     tracking.extend(_tracking_callbacks(spec, trial, run_dir, params))
     train_dataset, eval_dataset = task.data(dict(model_params))
 
@@ -363,7 +363,7 @@ def paused_best_checkpoint(
 
 def chain_dirs(run_dir: Path, resume_from: str | None) -> list[Path]:
     """Where this attempt's checkpoints can be: its own folder, then the one it resumed from. A retry resumes from its
-    crashed predecessor's checkpoint, and its best evaluation may be from before the crash (found by bench/chaos.py:
+    crashed predecessor's checkpoint, and its best evaluation may be from before the crash (found by tests/chaos/campaign.py:
     such a retry recorded no best checkpoint, retention deleted the predecessor's, and its model was lost)."""
     earlier = Path(resume_from).parent if resume_from else None
     return [run_dir] + ([earlier] if earlier is not None and earlier.resolve() != run_dir.resolve() else [])

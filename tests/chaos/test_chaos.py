@@ -1,21 +1,17 @@
 """The chaos harness, short: every fault kind at least once on SQLite (and on PostgreSQL when HPO_TEST_POSTGRES_URL is
-set), each study run to the end by restarting `hpo run` as a user would, and no invariant violated (bench/chaos.py).
+set), each study run to the end by restarting `hpo run` as a user would, and no invariant violated (tests/chaos/campaign.py).
 Real processes, signals and storages; a few minutes on 2 cores. Gates CI (.ci/run, after the postgres suite)."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from campaign import LEAVE_WAIT_S, RUN_DEADLINE_S, run_one
+from plan import Fault, Scenario, time_scale
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from chaos import LEAVE_WAIT_S, RUN_DEADLINE_S, run_one  # noqa: E402
-from chaos_plan import Fault, Scenario, time_scale  # noqa: E402
-
-# The harness scales its own limits to the load each run meets (chaos_plan.time_scale); pytest's limit is only a
+# The harness scales its own limits to the load each run meets (plan.time_scale); pytest's limit is only a
 # backstop above them, for the load at collection (at least 4 times an idle machine's), never the one that trips.
 BACKSTOP_S = int((RUN_DEADLINE_S + LEAVE_WAIT_S) * max(time_scale(), 4.0) + 600)
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(BACKSTOP_S)]

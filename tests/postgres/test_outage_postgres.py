@@ -1,7 +1,7 @@
 """PostgreSQL stopped for seconds under a running trial, then started again: the worker's heartbeats during the outage
 are skipped, the trial trains on in its (warm) process, and the study completes. Before, the first failed beat ended
 the worker's supervision of the trial, and the worker's exit then waited for ever on its warm trial process
-(bench/chaos.py seed 498873; CI's chaos suite, stop 34)."""
+(tests/chaos/campaign.py seed 498873; CI's chaos suite, stop 34)."""
 
 from __future__ import annotations
 

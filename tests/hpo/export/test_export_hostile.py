@@ -118,7 +118,7 @@ def test_a_checkpoint_with_a_pickle_instead_of_safetensors_is_refused_by_name(tm
 
 
 def test_a_damaged_weights_file_is_named_in_one_line(tmp_path, capsys):
-    """A model.safetensors cut short after it was written (found by bench/chaos.py: a full disk, a truncated copy)."""
+    """A model.safetensors cut short after it was written (found by tests/chaos/campaign.py: a full disk, a truncated copy)."""
     path = write_study(tmp_path / "study", study={"n_trials": 1, "keep_checkpoints": {"top_k": None}})
     assert _cli(["run", str(path), "--in-process", "--no-dry-run"], capsys)[0] == 0
     for weights in (tmp_path / "study" / "out" / "trial-0").glob("checkpoint-*/model.safetensors"):
@@ -130,7 +130,7 @@ def test_a_damaged_weights_file_is_named_in_one_line(tmp_path, capsys):
 
 
 def test_a_damaged_trainer_state_is_named_in_one_line(tmp_path, capsys):
-    """A checkpoint's trainer_state.json cut short (found by bench/chaos.py: export ended in a raw JSONDecodeError)."""
+    """A checkpoint's trainer_state.json cut short (found by tests/chaos/campaign.py: export ended in a raw JSONDecodeError)."""
     path = write_study(tmp_path / "study", study={"n_trials": 1, "keep_checkpoints": {"top_k": None}})
     assert _cli(["run", str(path), "--in-process", "--no-dry-run"], capsys)[0] == 0
     for state in (tmp_path / "study" / "out" / "trial-0").glob("checkpoint-*/trainer_state.json"):

@@ -94,7 +94,7 @@ def test_the_spec_lays_the_schedule_out_for_max_resource(tmp_path):
 
 
 def test_a_paused_trial_ended_as_hopeless_shows_pruned_in_the_experiment_store(tmp_path):
-    """Found by bench/chaos.py: a paused trial that ASHA ended PRUNED (it could no longer be promoted) stayed "paused"
+    """Found by tests/chaos/campaign.py: a paused trial that ASHA ended PRUNED (it could no longer be promoted) stayed "paused"
     in the experiment store, where the dashboards and `hpo status` read it."""
     path = asha_study(tmp_path / "asha", n_trials=4, tracking={"store": True})
     run_study(path, workers=1, dry_run=False)

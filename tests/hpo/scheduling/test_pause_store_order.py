@@ -1,6 +1,6 @@
 """What the experiment store says about a paused ASHA trial when the worker pausing it stalls, about a retry that
 ends without ever running, and about a trial whose outcome came after it was failed; a PBT exploit from a damaged
-checkpoint (all found by bench/chaos.py)."""
+checkpoint (all found by tests/chaos/campaign.py)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_a_retry_ended_at_its_predecessors_rung_without_running_records_what_it_
 
 def test_a_pbt_exploit_whose_source_checkpoint_is_gone_leaves_the_member_as_it_was(tmp_path):
     """The copy of a source member's checkpoint that a fault cut short raised under the claim lock: every worker died
-    there at each try, and every later `hpo run` too (bench/chaos.py seed 367814, 13 runs)."""
+    there at each try, and every later `hpo run` too (tests/chaos/campaign.py seed 367814, 13 runs)."""
     spec, study = asha_study(tmp_path)
     members = [
         study.ask(),
@@ -102,7 +102,7 @@ def test_a_pbt_exploit_whose_source_checkpoint_is_gone_leaves_the_member_as_it_w
 
 def test_the_store_hears_a_prune_before_the_database_ends_the_paused_trial(tmp_path, monkeypatch):
     """A worker killed between ending a hopeless paused trial PRUNED in the database and writing its store event left
-    the store's run "paused" for a PRUNED trial (bench/chaos.py seed 714328: a kill_worker and a full disk)."""
+    the store's run "paused" for a PRUNED trial (tests/chaos/campaign.py seed 714328: a kill_worker and a full disk)."""
     spec, study = asha_study(tmp_path)
     plan = AshaPlan.of(spec)
     trials = [study.ask(), study.ask()]  # both first: ask() would take a paused (WAITING) trial

@@ -133,7 +133,7 @@ def test_a_killed_run_continues_with_no_member_lost(tmp_path):
 
 
 def test_a_retried_member_records_its_retry_once_however_often_it_pauses(tmp_path):
-    """Found by bench/chaos.py: each piece of a retried member (it pauses at every interval and is resumed in a new
+    """Found by tests/chaos/campaign.py: each piece of a retried member (it pauses at every interval and is resumed in a new
     process) recorded "retried" again, so the store showed one retry per interval."""
     folder = tmp_path / "retried"
     path = pbt_study(

@@ -1,6 +1,6 @@
 """A trial whose database fails under it (a PostgreSQL restart mid-study: the connection error reaches the trial
 through a report or a write) is queued again from its newest checkpoint, whatever `retry_on_exception` says: the
-configuration did not fail (bench/chaos.py seed 186055 ended such a trial FAIL for good)."""
+configuration did not fail (tests/chaos/campaign.py seed 186055 ended such a trial FAIL for good)."""
 
 from __future__ import annotations
 

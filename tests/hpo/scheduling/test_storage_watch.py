@@ -1,5 +1,5 @@
 """`hpo run`'s live view reads the study's storage every second: a database that stops answering for a while (a
-PostgreSQL restart) is said once and read again, never the end of the command (found by bench/chaos.py)."""
+PostgreSQL restart) is said once and read again, never the end of the command (found by tests/chaos/campaign.py)."""
 
 from __future__ import annotations
 

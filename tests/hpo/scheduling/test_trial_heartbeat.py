@@ -1,6 +1,6 @@
 """A worker's heartbeat for its running trial rides out a storage outage (a PostgreSQL restart: the beat is skipped and
 the next one tries again), and whatever else ends the worker's supervision of a trial ends the trial's process too: a
-warm trial process left waiting for a next trial made its worker's exit wait for ever (bench/chaos.py seed 498873,
+warm trial process left waiting for a next trial made its worker's exit wait for ever (tests/chaos/campaign.py seed 498873,
 a PostgreSQL restart under promotion ASHA: the study never completed)."""
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def _backdate(tmp_path, trial_id, seconds):
 def test_a_trial_whose_claimer_died_before_its_first_heartbeat_is_queued_again(study, tmp_path):
     """A whole-tree SIGKILL between creating a trial and its first heartbeat left it RUNNING for ever: Optuna's stale
     check skips a trial without a heartbeat, it had no owner to ask after, and with n_trials used up every later
-    `hpo run` ended at once with "1 running" (bench/chaos.py seed 185304, 13 runs). Under the claim lock it is failed
+    `hpo run` ended at once with "1 running" (tests/chaos/campaign.py seed 185304, 13 runs). Under the claim lock it is failed
     and queued again (the configuration never ran: no retry used up); one just created is left alone."""
     policy = RetryPolicy(max_retries=0, output_dir=str(tmp_path))
     orphan = ask_new(study)  # what claim_work creates for a new ASHA configuration, before its first beat
@@ -141,7 +141,7 @@ def test_a_trial_whose_claimer_died_before_its_first_heartbeat_is_queued_again(s
 
 def test_a_trial_failed_as_requeued_whose_retry_never_came_is_queued_again(study, tmp_path):
     """A whole-tree SIGKILL between `fail_running_trial`'s FAIL and its enqueue lost the configuration: "trial 0 failed
-    as requeued, but no retry continues it" (bench/chaos.py seed 37470). Under the claim lock the retry is queued then;
+    as requeued, but no retry continues it" (tests/chaos/campaign.py seed 37470). Under the claim lock the retry is queued then;
     a failure from a moment ago is left to the process that is about to queue it."""
     policy = RetryPolicy(max_retries=2, output_dir=str(tmp_path))
     trial = claim_trial(study, 1, tmp_path, policy)
@@ -183,7 +183,7 @@ def test_a_worker_waits_for_a_retry_its_failing_process_never_queued(study, tmp_
 
 def test_a_trial_failed_as_requeued_still_counts_until_its_retry_is_queued(study, tmp_path):
     """Between `fail_running_trial`'s FAIL and its enqueue another worker claimed a new configuration; the retry then
-    found n_trials used up and stayed WAITING for ever (bench/chaos.py seed 186055, 12 runs that ended no trial)."""
+    found n_trials used up and stayed WAITING for ever (tests/chaos/campaign.py seed 186055, 12 runs that ended no trial)."""
     policy = RetryPolicy(max_retries=2, output_dir=str(tmp_path))
     trial = claim_trial(study, 1, tmp_path, policy)
     study._storage.set_trial_user_attr(trial._trial_id, "requeued", True)
@@ -197,7 +197,7 @@ def test_a_trial_failed_as_requeued_still_counts_until_its_retry_is_queued(study
 
 def test_a_trial_that_could_not_start_is_failed_unless_it_ended_meanwhile(study):
     """A worker stopped past the grace period found its claimed trial swept (FAIL, retry queued) as it went on: the
-    error it met starting it must not end the worker too (bench/chaos.py seed 508)."""
+    error it met starting it must not end the worker too (tests/chaos/campaign.py seed 508)."""
     swept = study.ask()
     study._storage.set_trial_state_values(swept._trial_id, TrialState.FAIL)  # noqa: SLF001 - another worker's sweep
     fail_unstarted(study, swept, RuntimeError("Trial#0 has already finished"))

@@ -1,6 +1,6 @@
 """A tie for the best value names one trial everywhere: export, `hpo status` and retention take the lowest number.
 Optuna's `best_trial` takes the first to finish (in memory) or the database's row order, so retention could keep one
-trial's checkpoint while export picked the other and refused (bench/chaos.py seed 944984, PBT on PostgreSQL)."""
+trial's checkpoint while export picked the other and refused (tests/chaos/campaign.py seed 944984, PBT on PostgreSQL)."""
 
 from __future__ import annotations
 

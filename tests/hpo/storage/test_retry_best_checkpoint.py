@@ -1,6 +1,6 @@
 """A retry whose best evaluation came before its predecessor crashed keeps that model: its best checkpoint is the
 predecessor's (in the predecessor's folder), retention keeps it there, and `hpo export` ships it (found by
-bench/chaos.py: such a retry recorded no best checkpoint, retention deleted the predecessor's, and export refused)."""
+tests/chaos/campaign.py: such a retry recorded no best checkpoint, retention deleted the predecessor's, and export refused)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A retry records "retried" in the experiment store once per attempt, whatever its pieces: a paused trial (ASHA, PBT)
-resumes in new processes, and a piece killed before its writer flushed leaves nothing (found by bench/chaos.py: retries
+resumes in new processes, and a piece killed before its writer flushed leaves nothing (found by tests/chaos/campaign.py: retries
 with no "retried" event, their predecessors left "paused")."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_a_piece_after_one_that_recorded_nothing_records_it(tmp_path):
 
 def test_a_piece_killed_before_its_writer_flushed_has_recorded_its_retry(tmp_path):
     """The origin is written at train begin, not queued: SIGKILL before the writer's first flush left no "retried"
-    event (bench/chaos.py: "retried events [None]" once the retry was itself queued again)."""
+    event (tests/chaos/campaign.py: "retried events [None]" once the retry was itself queued again)."""
     location = str(tmp_path / "experiments.db")
     run = RunInfo(kind="trial", study_name="s", trial_number=5, output_dir=str(tmp_path), origin=dict(ORIGIN))
     # The writer never flushes by itself here: what is in the store came without it.
@@ -88,7 +88,7 @@ def test_the_workers_retried_event_on_a_retry_does_not_stand_for_its_origin(tmp_
 
 def test_a_retry_killed_before_its_training_began_has_recorded_its_retry(tmp_path):
     """The worker records a claimed retry's origin before the trial's process starts: a retry SIGKILLed while it loaded
-    its data left no "retried" event and its predecessor "paused" (bench/chaos.py seed 995513, ASHA, kill_trial)."""
+    its data left no "retried" event and its predecessor "paused" (tests/chaos/campaign.py seed 995513, ASHA, kill_trial)."""
     spec = load_study_spec(write_study(tmp_path, study={"n_trials": 1}, tracking={"store": True}))
     study = open_study(spec)
     policy = RetryPolicy(max_retries=1, output_dir=str(tmp_path))
@@ -122,7 +122,7 @@ def run_piece_of(tmp_path, spec, trial) -> None:
 
 def test_a_retry_whose_store_is_restarting_writes_its_origin_once_it_answers(tmp_path, monkeypatch):
     """The worker wrote the origin; the trial's own check found the store down (a PostgreSQL restart) and queued a copy
-    blindly: two "retried" events for one attempt (bench/chaos.py seed 977111). Now it asks again once it answers."""
+    blindly: two "retried" events for one attempt (tests/chaos/campaign.py seed 977111). Now it asks again once it answers."""
     from hpo.tracking import store_callback
 
     location = str(tmp_path / "experiments.db")
@@ -150,7 +150,7 @@ def test_a_retry_whose_store_is_restarting_writes_its_origin_once_it_answers(tmp
 def test_a_retry_swept_before_it_started_is_recorded_by_the_retry_after_it(tmp_path):
     """Trial 1, the retry of 0, was claimed by a worker that was then stopped past the grace period: swept before it
     recorded anything, queued again as trial 2. Trial 2 records both links, so trial 0's run is not left "paused"
-    (bench/chaos.py seed 704, PBT, kill_run and stop_worker)."""
+    (tests/chaos/campaign.py seed 704, PBT, kill_run and stop_worker)."""
     spec = load_study_spec(write_study(tmp_path, study={"n_trials": 1}, tracking={"store": True}))
     study = open_study(spec)
     policy = RetryPolicy(max_retries=3, output_dir=str(tmp_path))

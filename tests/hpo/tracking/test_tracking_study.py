@@ -103,7 +103,7 @@ def test_pruned_and_failed_trials_leave_their_events(tmp_path):
 
 def test_a_trial_whose_data_raises_ends_its_store_run_failed(tmp_path):
     """data() ran before the store callback existed, so its failure reached no store: a PBT member resumed after a
-    pause whose data() raised kept its run "paused" while the trial was FAIL (bench/chaos.py seed 758930)."""
+    pause whose data() raised kept its run "paused" while the trial was FAIL (tests/chaos/campaign.py seed 758930)."""
     path = write_study(
         tmp_path,
         study={"n_trials": 1, "enqueue": [{"learning_rate": 0.01, "data_explodes": True}]},

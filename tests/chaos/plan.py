@@ -1,4 +1,4 @@
-"""What one chaos run is: a study kind, a storage, workers, and the faults to inject (bench/chaos.py).
+"""What one chaos run is: a study kind, a storage, workers, and the faults to inject (tests/chaos/campaign.py).
 
 Everything here is drawn from one `random.Random(seed)`, so a run is replayed by its seed: the same study file, the same
 faults in the same order, each at the same delay after the study's first trial started. (Which trial or worker a fault
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-TASK = Path(__file__).resolve().parent / "chaos_task.py"
+TASK = Path(__file__).resolve().parent / "task.py"
 STUDY_KINDS = ("pruner", "asha", "pbt", "retry")
 # Every fault the harness can inject; pg_restart only on PostgreSQL.
 FAULT_KINDS = (

@@ -1,4 +1,4 @@
-"""The invariants a study must hold after any fault, once the harness has run it to the end (bench/chaos.py).
+"""The invariants a study must hold after any fault, once the harness has run it to the end (tests/chaos/campaign.py).
 
 Each check returns violations as one line each; an empty list is a pass. They read what a user could read: the study's
 storage, the experiment store, the output folder, and an export of the best model.

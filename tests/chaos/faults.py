@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-from chaos_plan import GRACE_S, Fault
+from plan import GRACE_S, Fault
 
 PREEMPT_WAIT_S = 60.0  # a SIGTERMed run saves at the next step and exits; it must not take longer than this
 
@@ -35,9 +35,7 @@ class Session:
     storage: str | None  # the URL an `hpo worker` joins
     pg_data: Path | None = None
     workers: int = 1
-    scale: float = (
-        1.0  # chaos_plan.time_scale() when the run began: every wait below is this many times longer
-    )
+    scale: float = 1.0  # plan.time_scale() when the run began: every wait below is this many times longer
     started: list[Started] = field(default_factory=list)
     runs: int = 0  # `hpo run` commands started, the first one included
 

@@ -1,4 +1,4 @@
-"""The task of the chaos harness's studies (bench/chaos.py): a tiny MLP on a generated 3-class problem, slowed by a
+"""The task of the chaos harness's studies (tests/chaos/campaign.py): a tiny MLP on a generated 3-class problem, slowed by a
 sleep in each forward so that faults land mid-trial, and three functions that raise on purpose.
 
 The harness copies this file next to each study file it writes (the study's folder makes it importable in every

@@ -1,21 +1,21 @@
 """Fault injection ("chaos") for `hpo run`: studies of every kind, real processes, real signals, real storages.
 
-    python bench/chaos.py --faults 40                  # 40 faults in all, spread over runs of 1-3 faults each
-    python bench/chaos.py --faults 200 --seed 7 --out /tmp/chaos
-    python bench/chaos.py --kinds kill_trial,preempt --faults 10
-    python bench/chaos.py --replay 123456              # one run again, by the seed the report printed
-    python bench/chaos.py --faults 200 --shard 0/3     # a third of that campaign (run 1/3 and 2/3 beside it)
-    python bench/chaos.py --postgres-url postgresql://... --postgres-data /tmp/hpo-pg   # also PostgreSQL (restarts)
+    python tests/chaos/campaign.py --faults 40                  # 40 faults in all, spread over runs of 1-3 faults each
+    python tests/chaos/campaign.py --faults 200 --seed 7 --out /tmp/chaos
+    python tests/chaos/campaign.py --kinds kill_trial,preempt --faults 10
+    python tests/chaos/campaign.py --replay 123456              # one run again, by the seed the report printed
+    python tests/chaos/campaign.py --faults 200 --shard 0/3     # a third of that campaign (run 1/3 and 2/3 beside it)
+    python tests/chaos/campaign.py --postgres-url postgresql://... --postgres-data /tmp/hpo-pg   # also PostgreSQL (restarts)
 
-Each run draws, from its own seed (bench/chaos_plan.py), a study (Optuna median pruner, promotion ASHA, PBT, or
+Each run draws, from its own seed (tests/chaos/plan.py), a study (Optuna median pruner, promotion ASHA, PBT, or
 retries with retry_on_exception), a storage (SQLite, or PostgreSQL when a URL is given: --postgres-url or
-$HPO_TEST_POSTGRES_URL), 1-3 workers, sometimes an `hpo worker` beside `hpo run`, and its faults (bench/chaos_faults.py):
+$HPO_TEST_POSTGRES_URL), 1-3 workers, sometimes an `hpo worker` beside `hpo run`, and its faults (tests/chaos/faults.py):
 SIGKILL of a trial, a worker, or `hpo run` with its whole tree; SIGSTOP of a worker past the grace period, then SIGCONT;
 SIGTERM (a preemption); an exception in model_init, data or compute_metrics; an `hpo worker` whose writes fail
 (RLIMIT_FSIZE: a full disk); a PostgreSQL restart; a truncated or deleted checkpoint; a second `hpo run` at once.
 Each fault lands a seeded delay after the study's first trial starts running (or after the previous fault). After
 the faults, the harness does what a user would: runs the same `hpo run` command again until the study completes.
-Then it checks the invariants (bench/chaos_checks.py). Prints faults by kind, runs, violations (each with the run's
+Then it checks the invariants (tests/chaos/checks.py). Prints faults by kind, runs, violations (each with the run's
 seed and faults, to replay it) and the wall time; exits 1 on any violation.
 """
 
@@ -31,15 +31,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checks import check_all, load
+from faults import Session, inject
+from plan import FAULT_KINDS, Fault, Scenario, draw_scenario, time_scale, write_study
 
-from chaos_checks import check_all, load  # noqa: E402
-from chaos_faults import Session, inject  # noqa: E402
-from chaos_plan import FAULT_KINDS, Fault, Scenario, draw_scenario, time_scale, write_study  # noqa: E402
+from hpo.spec import load_spec
 
-from hpo.spec import load_spec  # noqa: E402
-
-# Each limit in seconds is multiplied by chaos_plan.time_scale() (the machine's load), so slowness is not a finding.
+# Each limit in seconds is multiplied by plan.time_scale() (the machine's load), so slowness is not a finding.
 RUN_DEADLINE_S = 300.0  # one chaos run, faults and restarts included; past it the study "did not complete"
 MAX_RESTARTS = 12  # `hpo run` commands in a row that end no trial, before the study counts as stuck
 FIRST_TRIAL_WAIT_S = 60.0
