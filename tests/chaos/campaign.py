@@ -12,7 +12,7 @@ retries with retry_on_exception), a storage (SQLite, or PostgreSQL when a URL is
 $HPO_TEST_POSTGRES_URL), 1-3 workers, sometimes an `hpo worker` beside `hpo run`, and its faults (tests/chaos/faults.py):
 SIGKILL of a trial, a worker, or `hpo run` with its whole tree; SIGSTOP of a worker past the grace period, then SIGCONT;
 SIGTERM (a preemption); an exception in model_init, data or compute_metrics; an `hpo worker` whose writes fail
-(RLIMIT_FSIZE: a full disk); a PostgreSQL restart; a truncated or deleted checkpoint; a second `hpo run` at once.
+(RLIMIT_FSIZE: a full disk); a PostgreSQL restart, or an outage of 30 s to 5 minutes; a truncated or deleted checkpoint; a second `hpo run` at once.
 Each fault lands a seeded delay after the study's first trial starts running (or after the previous fault). After
 the faults, the harness does what a user would: runs the same `hpo run` command again until the study completes.
 Then it checks the invariants (tests/chaos/checks.py). Prints faults by kind, runs, violations (each with the run's
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from checks import check_all, load
 from faults import Session, inject
-from plan import FAULT_KINDS, Fault, Scenario, draw_scenario, time_scale, write_study
+from plan import FAULT_KINDS, OUTAGE_S, Fault, Scenario, draw_scenario, time_scale, write_study
 
 from hpo.spec import load_spec
 
@@ -143,7 +143,7 @@ def finish(session: Session, outcome: Outcome, started: float) -> None:
     """Wait for `hpo run` (restarting it when it ended without completing the study), then for everything else. Stuck
     means MAX_RESTARTS runs in a row that ended no trial, or RUN_DEADLINE_S (both scaled to the machine's load)."""
     restarts, ended = 0, finished_trials(session)
-    run_deadline = RUN_DEADLINE_S * session.scale
+    run_deadline = RUN_DEADLINE_S * session.scale + outage_allowance(outcome.scenario)
     while time.monotonic() - started < run_deadline:
         run = session.main_run()
         if run is not None and run.process.poll() is None:
@@ -176,6 +176,13 @@ def finish(session: Session, outcome: Outcome, started: float) -> None:
         outcome.violations.append(
             f"{left.role} pid {left.process.pid} still running {leave_wait:.0f} s after the study ended"
         )
+
+
+def outage_allowance(scenario: Scenario) -> float:
+    """Seconds added to a study's deadline for the long outages it waits out: its own, and on PostgreSQL one of another
+    shard's beside it (shards of one campaign share the server, so one's outage stops the others' studies too)."""
+    shared = OUTAGE_S[1] if scenario.postgres else 0.0
+    return scenario.outage_s() + shared
 
 
 def finished_trials(session: Session) -> int:

@@ -175,6 +175,31 @@ def check_pbt(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     return problems
 
 
+def check_reports(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
+    """No report lost: each configuration that ended COMPLETE or PRUNED has, across its attempts, a value at every
+    evaluation step up to where it ended (a COMPLETE one to the end of training). A report kept through a storage
+    outage and never written shows as a gap; one written twice cannot show here (one value a step), so the store's
+    one run per attempt is checked by check_store."""
+    every = int(spec.training.get("eval_steps") or 0)
+    if not every:
+        return []
+    scheduler = spec.study.scheduler
+    length = getattr(scheduler, "max_resource", None) or int(spec.training.get("max_steps") or 0)
+    if scheduler is not None and scheduler.type == "pbt":  # a member's last value is its result, not a report
+        length = max(scheduler.intervals()[:-1], default=0)
+    problems = []
+    for chain in chains(trials):
+        end = chain[-1]
+        if end.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+            continue
+        reported = set().union(*(a.intermediate_values for a in chain))
+        last = length if end.state == TrialState.COMPLETE else max(reported, default=0)
+        missing = sorted(set(range(every, last + 1, every)) - reported)
+        if missing:
+            problems.append(f"trial {end.number} ({end.state.name}): no report at steps {missing}")
+    return problems
+
+
 # ---- disk, store, export --------------------------------------------------------------------------------------------
 def check_disk(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     """At most keep_checkpoints.top_k checkpoints left, one per kept trial, no half-written ones."""
@@ -276,6 +301,7 @@ CHECKS: dict[str, Callable[[StudySpec, list[FrozenTrial]], list[str]]] = {
     "best": check_best,
     "asha": check_asha,
     "pbt": check_pbt,
+    "reports": check_reports,
     "disk": check_disk,
     "store": check_store,
     "export": check_export,

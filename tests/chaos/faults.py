@@ -12,6 +12,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ class Session:
     scale: float = 1.0  # plan.time_scale() when the run began: every wait below is this many times longer
     started: list[Started] = field(default_factory=list)
     runs: int = 0  # `hpo run` commands started, the first one included
+    outages: list[threading.Timer] = field(default_factory=list)  # a stopped server's start, due later
 
     # ---- starting commands ---------------------------------------------------------------------------------------
     def command(self, verb: str) -> list[str]:
@@ -134,6 +136,14 @@ class Session:
     def end_all(self) -> None:
         for started in self.alive():
             self.kill_tree(started)
+        self.end_outages()
+
+    def end_outages(self) -> None:
+        """Start now a server an outage stopped (the next study must not begin inside this one's outage)."""
+        for back in self.outages:
+            if back.is_alive():
+                back.cancel()
+                pg_ctl(self, "start")
 
 
 def pick(rng: random.Random, items: list[psutil.Process]) -> psutil.Process | None:
@@ -228,31 +238,37 @@ def disk_full(session: Session, fault: Fault, rng: random.Random) -> str | None:
 
 
 def pg_restart(session: Session, fault: Fault, rng: random.Random) -> str | None:
-    if session.pg_data is None:
+    return "postgres restarted" if pg_ctl(session, "restart") else None
+
+
+def pg_outage(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    """The server stops (`-m fast`: every connection cut, as a maintenance restart or a failover does) and starts again
+    `fault.detail` seconds later, while the next faults land. The study must wait it out and lose nothing."""
+    if not pg_ctl(session, "stop"):
         return None
+    seconds = float(fault.detail)
+    back = threading.Timer(seconds, pg_ctl, args=(session, "start"))
+    back.daemon = True
+    back.start()
+    session.outages.append(back)
+    return f"postgres down for {seconds:.0f} s"
+
+
+def pg_ctl(session: Session, action: str) -> bool:
+    """`pg_ctl ACTION` on the session's server, waiting until it is done; False when there is no server to act on."""
+    if session.pg_data is None:
+        return False
     bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
     if not bins:
-        return None
+        return False
     log = str(session.pg_data / "server.log")  # without -l the server would hold our pipe open for its life
-    command = [
-        str(bins[-1]),
-        "-D",
-        str(session.pg_data),
-        "-l",
-        log,
-        "-w",
-        "-t",
-        "60",
-        "-m",
-        "fast",
-        "restart",
-    ]
+    command = [str(bins[-1]), "-D", str(session.pg_data), "-l", log, "-w", "-t", "60", "-m", "fast", action]
     if os.getuid() == 0:
         command = ["runuser", "-u", "postgres", "--", *command]
     done = subprocess.run(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=90, check=False
     )
-    return "postgres restarted" if done.returncode == 0 else None
+    return done.returncode == 0
 
 
 def damage_checkpoint(session: Session, fault: Fault, rng: random.Random) -> str | None:
@@ -303,6 +319,7 @@ HANDLERS = {
     "exception": exception,
     "disk_full": disk_full,
     "pg_restart": pg_restart,
+    "pg_outage": pg_outage,
     "damage_checkpoint": damage_checkpoint,
     "second_run": second_run,
 }

@@ -19,7 +19,7 @@ import yaml
 
 TASK = Path(__file__).resolve().parent / "task.py"
 STUDY_KINDS = ("pruner", "asha", "pbt", "retry")
-# Every fault the harness can inject; pg_restart only on PostgreSQL.
+# Every fault the harness can inject; pg_restart and pg_outage only on PostgreSQL.
 FAULT_KINDS = (
     "kill_trial",  # SIGKILL of one trial process
     "kill_worker",  # SIGKILL of one worker process
@@ -29,12 +29,18 @@ FAULT_KINDS = (
     "exception",  # model_init, data or compute_metrics raises once
     "disk_full",  # an `hpo worker` beside the run whose writes fail (RLIMIT_FSIZE)
     "pg_restart",  # the PostgreSQL server restarts mid-study
+    "pg_outage",  # the PostgreSQL server stops for OUTAGE_S (a maintenance window, a failover) and starts again
     "damage_checkpoint",  # a checkpoint file truncated or deleted, or a whole checkpoint deleted
     "second_run",  # a second `hpo run` of the same study, at the same time
 )
 EXCEPTION_SITES = ("model_init", "data", "compute_metrics")
 HEARTBEAT_S, GRACE_S = 1.0, 3.0
 MAX_FAULT_DELAY_S = 1.5  # each fault lands 0.2 s to this long after the one before it
+OUTAGE_S = (
+    30.0,
+    300.0,
+)  # how long a long outage lasts: a restart with recovery to a failover or a maintenance window
+POSTGRES_ONLY = ("pg_restart", "pg_outage")
 
 
 def time_scale() -> float:
@@ -69,6 +75,10 @@ class Scenario:
     def describe(self) -> dict[str, Any]:
         return asdict(self)
 
+    def outage_s(self) -> float:
+        """The seconds of long outage its faults hold: a study waits them out, so its deadline grows by as much."""
+        return sum(float(f.detail) for f in self.faults if f.kind == "pg_outage")
+
 
 def draw_scenario(
     seed: int, fault_kinds: list[str], faults: int, postgres: bool, studies: tuple[str, ...] = STUDY_KINDS
@@ -76,7 +86,7 @@ def draw_scenario(
     rng = random.Random(seed)
     study = rng.choice(studies)
     on_postgres = postgres and rng.random() < 0.5
-    kinds = [k for k in fault_kinds if k != "pg_restart" or on_postgres]
+    kinds = [k for k in fault_kinds if k not in POSTGRES_ONLY or on_postgres]
     scenario = Scenario(
         seed=seed,
         study=study,
@@ -97,6 +107,8 @@ def _detail(kind: str, rng: random.Random) -> str:
         return rng.choice(EXCEPTION_SITES)
     if kind == "damage_checkpoint":
         return rng.choice(("truncate", "delete_file", "delete_folder"))
+    if kind == "pg_outage":
+        return str(round(rng.uniform(*OUTAGE_S)))  # seconds the server stays down
     if kind == "disk_full":
         return str(rng.choice((4, 16, 64)) * 1024)  # bytes a file may grow to
     return ""
