@@ -129,6 +129,7 @@ def test_deepspeed_with_an_adapter_is_refused(tmp_path, capsys):
     assert "training.deepspeed: deepspeed does not train adapters (peft:) yet" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 15-21 s: the default suite stays near 10 minutes on 2 cores
 def test_a_lora_study_runs_adapter_sized_trials(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = write(tmp_path, STUDY)

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from optuna.trial import TrialState
 from scheduler_support import kill_quietly, run_hpo_to_end, slow_study, start_hpo, trials, wait_for
 
@@ -79,6 +80,7 @@ def check_disk(folder, seen: dict[int, int]) -> None:
             assert held == [], (trial.number, held)
 
 
+@pytest.mark.slow  # 15-21 s: the default suite stays near 10 minutes on 2 cores
 def test_sigkill_of_hpo_run_loses_no_paused_trial_and_a_second_run_finishes(tmp_path):
     asha_slow_study(tmp_path, n_trials=8)
     first = start_hpo(tmp_path, "run")
@@ -163,6 +165,7 @@ def test_two_processes_on_one_database_never_promote_a_trial_twice(tmp_path):
     assert seen
 
 
+@pytest.mark.slow  # 15-21 s: the default suite stays near 10 minutes on 2 cores
 def test_sigkill_while_trials_train_through_a_closed_rank_gate_loses_no_trial(tmp_path):
     # The default rung (the first evaluation: step 4 of 18) behind the correlation gate (`rank_gate: true`: 8 pairs),
     # closed for a 6-trial study: trials report at the rung and train on. A kill while one trains past the rung; the

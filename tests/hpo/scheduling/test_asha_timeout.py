@@ -5,6 +5,7 @@ paused, and a later `hpo run` promotes them."""
 from __future__ import annotations
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 from scheduler_support import run_hpo_to_end, study_url, trials
 from study_task import write_study
@@ -31,6 +32,7 @@ def run(folder, *args):
     return output
 
 
+@pytest.mark.slow  # 15-21 s: the default suite stays near 10 minutes on 2 cores
 def test_when_the_time_is_up_every_paused_trial_that_cannot_be_promoted_ends_pruned(tmp_path):
     path = write_study(
         tmp_path,

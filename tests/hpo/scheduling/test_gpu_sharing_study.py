@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 import simulated_gpu
 from optuna.trial import TrialState
 from scheduler_support import slow_study, study_url
@@ -85,6 +86,7 @@ def test_the_pool_runs_the_first_trial_alone_then_packs_what_free_memory_allows(
     assert beside and beside[0].startswith("start: expects 5.0 GiB, room 6.4 GiB")
 
 
+@pytest.mark.slow  # 15-21 s: the default suite stays near 10 minutes on 2 cores
 def test_a_trial_out_of_memory_beside_another_is_queued_again_resumes_alone_and_is_not_counted(tmp_path):
     gpu_study(tmp_path, 4, {"gib": 5, "oom_at_step": 5})
     done = hpo_run(tmp_path)

@@ -88,7 +88,8 @@ def test_asha_trial_killed_between_its_rung_save_and_its_pause_is_judged_at_that
     if (
         retry.state == TrialState.COMPLETE
     ):  # it trained on from step 4: its first piece ran in a resumed process
-        assert retried_events(tmp_path, retry.number) == [0]  # found by tests/chaos/campaign.py: it recorded none
+        # found by tests/chaos/campaign.py: it recorded none
+        assert retried_events(tmp_path, retry.number) == [0]
     configurations = [t for t in found if not t.user_attrs.get("requeued")]
     assert len(configurations) == 4
     assert {t.state for t in configurations} <= {TrialState.COMPLETE, TrialState.PRUNED}

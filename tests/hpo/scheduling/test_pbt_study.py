@@ -97,6 +97,7 @@ def test_members_exploit_in_lockstep_and_replay_reproduces_the_winner(tmp_path, 
     )
 
 
+@pytest.mark.slow  # 15-21 s: the default suite stays near 10 minutes on 2 cores
 def test_a_killed_run_continues_with_no_member_lost(tmp_path):
     folder = tmp_path / "killed"
     pbt_study(folder, model={"delay": 0.2})  # a member trains about a second per interval: killed mid-segment

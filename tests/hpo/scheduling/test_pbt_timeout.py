@@ -27,6 +27,7 @@ PBT = {
 }
 
 
+@pytest.mark.slow  # 15-21 s: the default suite stays near 10 minutes on 2 cores
 def test_when_the_time_is_up_paused_members_end_complete_with_the_score_they_hold(tmp_path):
     path = write_study(
         tmp_path,
