@@ -22,18 +22,24 @@ seed and faults, to replay it) and the wall time; exits 1 on any violation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import sys
 import time
+import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
+import s3fs
 from checks import check_all, load
 from faults import Session, inject
 from plan import FAULT_KINDS, OUTAGE_S, Fault, Scenario, draw_scenario, time_scale, write_study
+from proxy import OutageProxy
 
 from hpo.spec import load_spec
 
@@ -53,18 +59,68 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def run_one(scenario: Scenario, folder: Path, postgres_url: str | None, pg_data: Path | None) -> Outcome:
+@dataclass
+class ObjectStoreAccess:
+    """The S3 API on loopback as the studies reach it: through an OutageProxy, in one bucket, with these variables."""
+
+    proxy: OutageProxy
+    bucket: str
+    env: dict[str, str]
+
+
+def open_object_store(endpoint: str) -> ObjectStoreAccess:
+    """A proxy in front of `endpoint` (moto's server: `.ci/s3.sh`) and a new bucket behind it."""
+    where = urlparse(endpoint)
+    proxy = OutageProxy((where.hostname or "127.0.0.1", where.port or 80))
+    proxy.up()
+    env = {
+        "AWS_ENDPOINT_URL": proxy.url,
+        "AWS_ACCESS_KEY_ID": "hpo-chaos",
+        "AWS_SECRET_ACCESS_KEY": "hpo-chaos-secret",  # moto checks no key
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    bucket = f"hpo-chaos-{uuid.uuid4().hex[:8]}"
+    with environment(env):
+        s3fs.S3FileSystem(skip_instance_cache=True).mkdir(bucket)
+    return ObjectStoreAccess(proxy, bucket, env)
+
+
+@contextlib.contextmanager
+def environment(extra: dict[str, str]) -> Iterator[None]:
+    """These variables set in this process for the block (the checks read an object-store study as hpo does)."""
+    before = {name: os.environ.get(name) for name in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_one(
+    scenario: Scenario,
+    folder: Path,
+    postgres_url: str | None,
+    pg_data: Path | None,
+    store: ObjectStoreAccess | None = None,
+) -> Outcome:
     """Run the scenario's study with its faults, restart it until it completes, check the invariants."""
     started = time.monotonic()
     storage = postgres_url if scenario.postgres else None
     scale = time_scale()
-    path = write_study(folder, scenario, storage, scale)
+    in_store = store if scenario.object_store else None
+    path = write_study(folder, scenario, storage, scale, bucket=in_store.bucket if in_store else None)
     session = Session(
         folder,
         storage,
         pg_data=pg_data if scenario.postgres else None,
         workers=scenario.workers,
         scale=scale,
+        proxy=in_store.proxy if in_store else None,
+        env=in_store.env if in_store else {},
     )
     outcome = Outcome(scenario)
     rng = random.Random(scenario.seed * 7919 + 1)  # picks the targets: which trial, which worker
@@ -81,8 +137,9 @@ def run_one(scenario: Scenario, folder: Path, postgres_url: str | None, pg_data:
         session.end_all()
     outcome.runs = session.runs
     if not outcome.violations:
-        spec = load_spec(path)
-        outcome.violations += check_all(spec, damaged_trials(scenario))  # type: ignore[arg-type]
+        with environment(session.env):
+            spec = load_spec(path)
+            outcome.violations += check_all(spec, damaged_trials(scenario))  # type: ignore[arg-type]
     outcome.violations += unexpected_output(session)
     outcome.wall_s = time.monotonic() - started
     return outcome
@@ -186,17 +243,19 @@ def outage_allowance(scenario: Scenario) -> float:
 
 
 def finished_trials(session: Session) -> int:
-    spec = load_spec(session.folder / "study.yaml")
     try:
-        return sum(t.state.is_finished() for t in load(spec))  # type: ignore[arg-type]
+        with environment(session.env):
+            spec = load_spec(session.folder / "study.yaml")
+            return sum(t.state.is_finished() for t in load(spec))  # type: ignore[arg-type]
     except Exception:  # noqa: BLE001 - no study yet (the first run was killed before creating it)
         return 0
 
 
 def study_done(session: Session) -> bool:
     """The study completed: no trial running or waiting, n_trials reached (the checks say it in detail)."""
-    spec = load_spec(session.folder / "study.yaml")
-    trials = load(spec)  # type: ignore[arg-type]
+    with environment(session.env):
+        spec = load_spec(session.folder / "study.yaml")
+        trials = load(spec)  # type: ignore[arg-type]
     busy = [t for t in trials if not t.state.is_finished()]
     ends = [t for t in trials if t.state.is_finished() and not t.user_attrs.get("requeued")]
     return not busy and len(ends) >= (spec.study.n_trials or 0)  # type: ignore[union-attr]
@@ -214,13 +273,17 @@ def unexpected_output(session: Session) -> list[str]:
 
 
 # ---- the campaign -----------------------------------------------------------------------------------------------------
-def plan_runs(seed: int, faults: int, kinds: list[str], postgres: bool) -> list[Scenario]:
+def plan_runs(
+    seed: int, faults: int, kinds: list[str], postgres: bool, object_store: bool = False
+) -> list[Scenario]:
     """Runs of 1-3 faults each until `faults` are planned; each run's own seed drawn from the campaign's."""
     rng = random.Random(seed)
     scenarios, planned = [], 0
     while planned < faults:
         count = min(rng.randint(1, 3), faults - planned)
-        scenarios.append(draw_scenario(rng.randrange(10**6), kinds, count, postgres))
+        scenarios.append(
+            draw_scenario(rng.randrange(10**6), kinds, count, postgres, object_store=object_store)
+        )
         planned += count
     return scenarios
 
@@ -236,7 +299,10 @@ def report(outcomes: list[Outcome], wall: float) -> dict:
     for kind in sorted(set(injected) | set(missed)):
         print(f"  {kind:<18} {injected[kind]:>4}   ({missed[kind]} missed)")
     by_study = Counter(
-        o.scenario.study + ("/postgres" if o.scenario.postgres else "/sqlite") for o in outcomes
+        o.scenario.study
+        + ("/postgres" if o.scenario.postgres else "/sqlite")
+        + ("/s3" if o.scenario.object_store else "")
+        for o in outcomes
     )
     print("studies: " + ", ".join(f"{k} {v}" for k, v in sorted(by_study.items())))
     print(f"invariant violations: {sum(len(o.violations) for o in failing)} in {len(failing)} studies")
@@ -289,28 +355,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--postgres-url", default=os.environ.get("HPO_TEST_POSTGRES_URL"))
     parser.add_argument("--postgres-data", type=Path, default=os.environ.get("HPO_PG_DATA"))
+    parser.add_argument(
+        "--s3-endpoint",
+        default=os.environ.get("HPO_TEST_S3_ENDPOINT"),
+        help="an S3 API (moto's server: .ci/s3.sh); a third of the studies then keep their checkpoints there",
+    )
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown:
         parser.error(f"--kinds: unknown {', '.join(unknown)}; choose from {', '.join(FAULT_KINDS)}")
     out = args.out or Path(__import__("tempfile").mkdtemp(prefix="hpo-chaos-"))
-    postgres = bool(args.postgres_url)
+    postgres, object_store = bool(args.postgres_url), bool(args.s3_endpoint)
+    store = open_object_store(args.s3_endpoint) if object_store else None
     if args.replay is not None:
-        scenarios = [draw_scenario(args.replay, kinds, args.replay_faults or 3, postgres)]
+        scenarios = [
+            draw_scenario(args.replay, kinds, args.replay_faults or 3, postgres, object_store=object_store)
+        ]
     else:
-        scenarios = plan_runs(args.seed, args.faults, kinds, postgres)
+        scenarios = plan_runs(args.seed, args.faults, kinds, postgres, object_store)
     if args.shard:
         index, _, count = args.shard.partition("/")
         scenarios = scenarios[int(index) :: int(count)]
     started, outcomes = time.monotonic(), []
     for scenario in scenarios:
-        outcome = run_one(scenario, out / f"study-{scenario.seed}", args.postgres_url, args.postgres_data)
+        outcome = run_one(
+            scenario, out / f"study-{scenario.seed}", args.postgres_url, args.postgres_data, store
+        )
         outcomes.append(outcome)
         faults = ", ".join(f"{f.kind}{'' if f.injected else ' (missed)'}" for f in scenario.faults)
         state = "ok" if not outcome.violations else f"{len(outcome.violations)} VIOLATIONS"
         print(
-            f"seed {scenario.seed}: {scenario.study} on {'postgres' if scenario.postgres else 'sqlite'}, "
+            f"seed {scenario.seed}: {scenario.study} on {'postgres' if scenario.postgres else 'sqlite'}"
+            f"{', checkpoints in s3' if scenario.object_store else ''}, "
             f"{scenario.workers} worker(s){' + hpo worker' if scenario.extra_worker else ''}: {faults}; "
             f"{outcome.runs} runs, {outcome.wall_s:.0f} s: {state}",
             flush=True,

@@ -175,6 +175,31 @@ def check_pbt(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     return problems
 
 
+# What a trial's error says when the storage or the object store did not answer: such a failure is an outage's, and
+# a configuration that ended FAIL for it is lost (it should have waited, or been queued again).
+OUTAGE_WORDS = (
+    "Could not connect to the endpoint",
+    "EndpointConnectionError",
+    "Connection refused",
+    "server closed the connection",
+    "terminating connection",
+    "database is locked",
+    "OperationalError",
+    "unreachable",
+)
+
+
+def check_outage_failures(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
+    """No configuration ended FAIL because the database or the object store did not answer for a while."""
+    return [
+        f"trial {t.number} ended FAIL for an outage: {str(t.user_attrs.get('error'))[:160]}"
+        for t in trials
+        if t.state == TrialState.FAIL
+        and not t.user_attrs.get("requeued")
+        and any(word in str(t.user_attrs.get("error") or "") for word in OUTAGE_WORDS)
+    ]
+
+
 def check_reports(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     """No report lost: each configuration that ended COMPLETE or PRUNED has, across its attempts, a value at every
     evaluation step up to where it ended (a COMPLETE one to the end of training). A report kept through a storage
@@ -302,6 +327,7 @@ CHECKS: dict[str, Callable[[StudySpec, list[FrozenTrial]], list[str]]] = {
     "asha": check_asha,
     "pbt": check_pbt,
     "reports": check_reports,
+    "outages": check_outage_failures,
     "disk": check_disk,
     "store": check_store,
     "export": check_export,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 from plan import GRACE_S, Fault
+from proxy import OutageProxy
 
 PREEMPT_WAIT_S = 60.0  # a SIGTERMed run saves at the next step and exits; it must not take longer than this
 
@@ -40,6 +41,10 @@ class Session:
     started: list[Started] = field(default_factory=list)
     runs: int = 0  # `hpo run` commands started, the first one included
     outages: list[threading.Timer] = field(default_factory=list)  # a stopped server's start, due later
+    proxy: OutageProxy | None = None  # in front of the object store, for a study whose output folder is there
+    env: dict[str, str] = field(
+        default_factory=dict
+    )  # for every command: the object store's endpoint and keys
 
     # ---- starting commands ---------------------------------------------------------------------------------------
     def command(self, verb: str) -> list[str]:
@@ -76,7 +81,7 @@ class Session:
                 cwd=self.folder,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "OMP_NUM_THREADS": "1"},
+                env={**os.environ, "OMP_NUM_THREADS": "1", **self.env},
                 preexec_fn=prepare,
                 start_new_session=True,
             )
@@ -144,6 +149,8 @@ class Session:
             if back.is_alive():
                 back.cancel()
                 pg_ctl(self, "start")
+        if self.proxy is not None:
+            self.proxy.end_outage()
 
 
 def pick(rng: random.Random, items: list[psutil.Process]) -> psutil.Process | None:
@@ -254,6 +261,16 @@ def pg_outage(session: Session, fault: Fault, rng: random.Random) -> str | None:
     return f"postgres down for {seconds:.0f} s"
 
 
+def s3_outage(session: Session, fault: Fault, rng: random.Random) -> str | None:
+    """The object store stops answering (connections refused, open ones cut) for `fault.detail` seconds. Uploads must
+    wait and retry, and no checkpoint be recorded as saved that is not."""
+    if session.proxy is None:
+        return None
+    seconds = float(fault.detail)
+    session.proxy.down(seconds)
+    return f"object store down for {seconds:.0f} s"
+
+
 def pg_ctl(session: Session, action: str) -> bool:
     """`pg_ctl ACTION` on the session's server, waiting until it is done; False when there is no server to act on."""
     if session.pg_data is None:
@@ -320,6 +337,7 @@ HANDLERS = {
     "disk_full": disk_full,
     "pg_restart": pg_restart,
     "pg_outage": pg_outage,
+    "s3_outage": s3_outage,
     "damage_checkpoint": damage_checkpoint,
     "second_run": second_run,
 }

@@ -19,7 +19,8 @@ import yaml
 
 TASK = Path(__file__).resolve().parent / "task.py"
 STUDY_KINDS = ("pruner", "asha", "pbt", "retry")
-# Every fault the harness can inject; pg_restart and pg_outage only on PostgreSQL.
+# Every fault the harness can inject; pg_restart and pg_outage only on PostgreSQL, s3_outage only with the output
+# folder in an object store.
 FAULT_KINDS = (
     "kill_trial",  # SIGKILL of one trial process
     "kill_worker",  # SIGKILL of one worker process
@@ -30,6 +31,7 @@ FAULT_KINDS = (
     "disk_full",  # an `hpo worker` beside the run whose writes fail (RLIMIT_FSIZE)
     "pg_restart",  # the PostgreSQL server restarts mid-study
     "pg_outage",  # the PostgreSQL server stops for OUTAGE_S (a maintenance window, a failover) and starts again
+    "s3_outage",  # the object store stops answering for OUTAGE_S (study.output_dir: s3://...), then answers again
     "damage_checkpoint",  # a checkpoint file truncated or deleted, or a whole checkpoint deleted
     "second_run",  # a second `hpo run` of the same study, at the same time
 )
@@ -41,6 +43,7 @@ OUTAGE_S = (
     300.0,
 )  # how long a long outage lasts: a restart with recovery to a failover or a maintenance window
 POSTGRES_ONLY = ("pg_restart", "pg_outage")
+OUTAGES = ("pg_outage", "s3_outage")
 
 
 def time_scale() -> float:
@@ -71,28 +74,40 @@ class Scenario:
     workers: int
     extra_worker: bool  # an `hpo worker` beside `hpo run` from the start
     faults: list[Fault] = field(default_factory=list)
+    object_store: bool = (
+        False  # study.output_dir in the S3 API on loopback (through the harness's OutageProxy)
+    )
 
     def describe(self) -> dict[str, Any]:
         return asdict(self)
 
     def outage_s(self) -> float:
         """The seconds of long outage its faults hold: a study waits them out, so its deadline grows by as much."""
-        return sum(float(f.detail) for f in self.faults if f.kind == "pg_outage")
+        return sum(float(f.detail) for f in self.faults if f.kind in OUTAGES)
 
 
 def draw_scenario(
-    seed: int, fault_kinds: list[str], faults: int, postgres: bool, studies: tuple[str, ...] = STUDY_KINDS
+    seed: int,
+    fault_kinds: list[str],
+    faults: int,
+    postgres: bool,
+    studies: tuple[str, ...] = STUDY_KINDS,
+    object_store: bool = False,
 ) -> Scenario:
     rng = random.Random(seed)
     study = rng.choice(studies)
     on_postgres = postgres and rng.random() < 0.5
-    kinds = [k for k in fault_kinds if k not in POSTGRES_ONLY or on_postgres]
+    on_store = object_store and rng.random() < 1 / 3
+    kinds = [
+        k for k in fault_kinds if (k not in POSTGRES_ONLY or on_postgres) and (k != "s3_outage" or on_store)
+    ]
     scenario = Scenario(
         seed=seed,
         study=study,
         postgres=on_postgres,
         workers=rng.randint(1, 3),
         extra_worker=rng.random() < 0.25,
+        object_store=on_store,
     )
     for _ in range(faults):
         kind = rng.choice(kinds) if kinds else "kill_trial"
@@ -107,7 +122,7 @@ def _detail(kind: str, rng: random.Random) -> str:
         return rng.choice(EXCEPTION_SITES)
     if kind == "damage_checkpoint":
         return rng.choice(("truncate", "delete_file", "delete_folder"))
-    if kind == "pg_outage":
+    if kind in OUTAGES:
         return str(round(rng.uniform(*OUTAGE_S)))  # seconds the server stays down
     if kind == "disk_full":
         return str(rng.choice((4, 16, 64)) * 1024)  # bytes a file may grow to
@@ -119,7 +134,9 @@ def n_trials_of(scenario: Scenario) -> int:
     return {"pruner": 5, "asha": 6, "pbt": 4, "retry": 4}[scenario.study]
 
 
-def write_study(folder: Path, scenario: Scenario, storage: str | None, scale: float = 1.0) -> Path:
+def write_study(
+    folder: Path, scenario: Scenario, storage: str | None, scale: float = 1.0, bucket: str | None = None
+) -> Path:
     """The study file of `scenario` in `folder`, with the chaos task beside it. Short heartbeats: a stopped worker's
     trial is found stale within seconds (`scale` times GRACE_S: see `time_scale`)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,7 +145,9 @@ def write_study(folder: Path, scenario: Scenario, storage: str | None, scale: fl
         "study": {
             # On a shared PostgreSQL server a study name must be new to each run: the same seed may run again.
             "name": f"chaos-{scenario.seed}" + (f"-{uuid.uuid4().hex[:8]}" if storage else ""),
-            "output_dir": str(folder / "out"),
+            "output_dir": f"s3://{bucket}/{folder.name}-{uuid.uuid4().hex[:8]}"
+            if bucket
+            else str(folder / "out"),
             "metric": "accuracy",
             "direction": "maximize",
             "n_trials": n_trials_of(scenario),
