@@ -206,9 +206,9 @@ def check_reports(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     outage and never written shows as a gap; one written twice cannot show here (one value a step), so the store's
     one run per attempt is checked by check_store."""
     every = int(spec.training.get("eval_steps") or 0)
-    if not every:
-        return []
     scheduler = spec.study.scheduler
+    if not every or (scheduler is not None and scheduler.type == "asha"):
+        return []  # promotion ASHA reports at its rungs only: check_asha holds a value at each rung reached
     length = getattr(scheduler, "max_resource", None) or int(spec.training.get("max_steps") or 0)
     if scheduler is not None and scheduler.type == "pbt":  # a member's last value is its result, not a report
         length = max(scheduler.intervals()[:-1], default=0)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from campaign import LEAVE_WAIT_S, RUN_DEADLINE_S, run_one
+from campaign import LEAVE_WAIT_S, RUN_DEADLINE_S, open_object_store, run_one
 from plan import Fault, Scenario, time_scale
 
 # The harness scales its own limits to the load each run meets (plan.time_scale); pytest's limit is only a
@@ -50,3 +50,28 @@ def test_a_study_survives_a_postgres_restart_and_killed_workers(tmp_path: Path, 
     faults = [Fault("kill_worker", 0.5), Fault("pg_restart" if pg_data else "kill_trial", 0.5)]
     scenario = Scenario(6, "asha", True, 2, True, faults)
     check(scenario, tmp_path / "study", postgres_url, Path(pg_data) if pg_data else None)
+
+
+@pytest.mark.postgres
+def test_a_study_waits_out_a_postgres_outage_with_a_worker_killed_inside_it(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The server down for 40 s from a random moment (`pg_outage`), a worker killed while it is down: the study ends
+    with no configuration lost to the outage and no report missing."""
+    pg_data = os.environ.get("HPO_PG_DATA")
+    if not pg_data:
+        pytest.skip("HPO_PG_DATA is not set: the harness stops the server through its data folder")
+    faults = [Fault("pg_outage", 0.5, "40"), Fault("kill_worker", 5.0)]
+    check(Scenario(7, "pruner", True, 2, False, faults), tmp_path / "study", postgres_url, Path(pg_data))
+
+
+@pytest.mark.s3
+def test_a_study_waits_out_an_object_store_outage(tmp_path: Path, s3_endpoint: str) -> None:
+    """The object store refuses every connection for 30 s while trials upload their checkpoints (`s3_outage`): uploads
+    wait, no configuration ends FAIL for it, and the best checkpoint exports from the store."""
+    store = open_object_store(s3_endpoint)
+    faults = [Fault("s3_outage", 0.5, "30"), Fault("kill_trial", 2.0)]
+    scenario = Scenario(8, "asha", False, 2, False, faults, object_store=True)
+    outcome = run_one(scenario, tmp_path / "study", None, None, store)
+    assert outcome.violations == [], (scenario.describe(), outcome.notes)
+    assert all(f.injected for f in scenario.faults), scenario.faults
