@@ -25,6 +25,7 @@ from optuna.trial import TrialState
 from hpo.spec import StudySpec
 from hpo.storage import remote
 from hpo.storage.database import is_storage_outage
+from hpo.storage.outage import is_unreachable, no_waiting
 from hpo.storage.retry import process_identity
 from hpo.storage.study_db import set_user_attrs
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
@@ -57,6 +58,9 @@ class TrialOutcome:
     pruned_step: int | None
     error: str | None
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    # (step, value) reports the storage did not take while the trial trained (an outage): its worker writes them,
+    # in order, before it records the outcome (hpo.trial.pruning).
+    kept_reports: list[tuple[int, float]] = field(default_factory=list)
 
 
 def trial_dir(spec: StudySpec, number: int) -> Path:
@@ -168,7 +172,8 @@ def _train_and_score(
     earlier = trial.user_attrs.get("uploaded") if isinstance(trial, optuna.Trial) else None
     # Uploaded before the scheduler's callbacks (`extra`) act on the save: a PBT member that waits in place at its
     # interval must already be in the object store, for a member on another machine may copy it meanwhile.
-    callbacks += upload_callbacks(spec.output_dir, lambda total: _record_upload(trial, total), earlier)
+    uploads = upload_callbacks(spec.output_dir, lambda total: _record_upload(trial, total), earlier)
+    callbacks += uploads
     callbacks += extra
     set_seed(args.seed)
     trainer = Trainer(
@@ -191,7 +196,7 @@ def _train_and_score(
         outcome.user_attrs["best_checkpoint"] = paused_best_checkpoint(
             spec, tracker, chain_dirs(run_dir, resume_from), trainer.state
         )
-        return outcome
+        return _with_kept_reports(outcome, pruning, uploads)
     if (
         not tracker.evaluations
         and eval_dataset is not None
@@ -204,13 +209,35 @@ def _train_and_score(
         footprint(trainer.model, trainer.state, run_dir)
     )  # trainable params, checkpoint size
     del trainer
+    return _with_kept_reports(outcome, pruning, uploads)
+
+
+def _with_kept_reports(
+    outcome: TrialOutcome, pruning: OptunaPruningCallback | None, uploads: list[TrainerCallback]
+) -> TrialOutcome:
+    """What an outage kept from the storage travels with the outcome: the reports (how many were kept is recorded)
+    and the total of uploaded checkpoints."""
+    for upload in uploads:
+        if upload.total["checkpoints"]:  # type: ignore[attr-defined]
+            outcome.user_attrs["uploaded"] = dict(upload.total)  # type: ignore[attr-defined]
+    if pruning is not None and pruning.kept_total:
+        outcome.kept_reports = list(pruning.kept)
+        outcome.user_attrs["reports_kept"] = pruning.kept_total
     return outcome
 
 
 def _record_upload(trial: optuna.Trial, total: dict[str, Any]) -> None:
-    """The trial's running total of uploaded checkpoints (a FixedTrial of another rank has no storage)."""
-    if isinstance(trial, optuna.Trial):
-        trial.set_user_attr("uploaded", total)
+    """The trial's running total of uploaded checkpoints (a FixedTrial of another rank has no storage). Training does
+    not wait for the storage to take it: the total counts only uploads that succeeded, the next one writes a newer
+    total, and the trial's outcome carries the last (`uploaded` in its attributes)."""
+    if not isinstance(trial, optuna.Trial):
+        return
+    try:
+        with no_waiting():
+            trial.set_user_attr("uploaded", total)
+    except Exception as error:
+        if not is_unreachable(error):
+            raise
 
 
 def memory_attrs(peaks: dict[str, int | None]) -> dict[str, int]:
