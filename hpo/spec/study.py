@@ -181,7 +181,9 @@ class StudySpec(Section):
     @classmethod
     def _storage_section(cls, value: Any) -> Any:
         if isinstance(value, str):  # a URL where the section is: say where the URL goes
-            raise ValueError(f"is a section (outage_timeout); the storage URL {value!r} goes in study.storage")
+            raise ValueError(
+                f"is a section (outage_timeout); the storage URL {value!r} goes in study.storage"
+            )
         return value
 
     @field_validator("training")

@@ -37,7 +37,12 @@ DEFAULT_OUTAGE_TIMEOUT_S = 900.0
 FIRST_WAIT_S = 0.5
 MOST_WAIT_S = 15.0
 # Errors that mean the database will not answer this call whoever waits: a wrong password or database name.
-_PERMANENT = ("password authentication failed", "does not exist", "no password supplied", "authentication failed")
+_PERMANENT = (
+    "password authentication failed",
+    "does not exist",
+    "no password supplied",
+    "authentication failed",
+)
 
 
 def is_unreachable(error: BaseException) -> bool:

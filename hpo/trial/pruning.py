@@ -83,7 +83,9 @@ class OptunaPruningCallback(TrainerCallback):
         self.objective = objective
         self.pruned_step: int | None = None
         self.pruned_value: float | None = None
-        self.kept: list[tuple[int, float]] = []  # (step, value) reports the storage has not taken yet, in order
+        self.kept: list[
+            tuple[int, float]
+        ] = []  # (step, value) reports the storage has not taken yet, in order
         self.kept_total = 0  # reports ever kept (for the log and the figures)
 
     def value_of(self, metrics: dict[str, Any]) -> float | None:
@@ -113,7 +115,6 @@ class OptunaPruningCallback(TrainerCallback):
             decision = bool(strategy.broadcast_object(decision, src=0))
         return decision
 
-
     def _report(self, step: int, value: float) -> bool:
         """Report (kept reports first) and ask the pruner; False, with the report kept, while the storage is down."""
         earlier = len(self.kept)
@@ -122,7 +123,9 @@ class OptunaPruningCallback(TrainerCallback):
             with no_waiting():  # training must not wait on the storage
                 self.write_kept()
                 if earlier:
-                    logger.warning("trial %s: storage answers; %d kept report(s) written", self._number, earlier)
+                    logger.warning(
+                        "trial %s: storage answers; %d kept report(s) written", self._number, earlier
+                    )
                 return bool(self.trial.should_prune())
         except Exception as error:
             if not is_unreachable(error):

@@ -9,6 +9,7 @@ set right before `model_init`, new callback instances (an early-stopping counter
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import os
 import time
@@ -27,7 +28,7 @@ from hpo.storage import remote
 from hpo.storage.database import is_storage_outage
 from hpo.storage.outage import is_unreachable, no_waiting
 from hpo.storage.retry import process_identity
-from hpo.storage.study_db import set_user_attrs
+from hpo.storage.study_db import set_user_attrs, storage_of, trial_id
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
 from hpo.tracking.footprint import footprint
 from hpo.tracking.run_info import RunInfo, origin_attrs
@@ -49,6 +50,8 @@ from trainer import (
     TrainingArguments,
     set_seed,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -422,12 +425,28 @@ def _saved(checkpoint: Path, output_dir: Path) -> bool:
 
 
 def record_outcome(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
-    """Store the user attributes and tell the study how the trial ended."""
+    """Store the kept reports and the user attributes, and tell the study how the trial ended."""
+    write_kept_reports(study, trial, outcome)
     _set_attrs(study, trial, outcome.user_attrs)
     if outcome.state == TrialState.COMPLETE:
         study.tell(trial, outcome.values)
     else:
         study.tell(trial, state=outcome.state)
+
+
+def write_kept_reports(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    """The reports the trial's process could not write during an outage (`kept_reports`), in order; each is an upsert on
+    (trial, step), so one written again after a lost answer is still written once. The list is emptied as written."""
+    kept, outcome.kept_reports = outcome.kept_reports, []
+    if not kept:
+        return
+    storage = storage_of(study)  # by id: the trial may have been sent from another process
+    try:
+        for step, value in kept:
+            storage.set_trial_intermediate_value(trial_id(trial), step, value)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return  # ended meanwhile (swept as stale): its retry reports again from its checkpoint
+    logger.warning("trial %d: %d report(s) kept during an outage written", trial.number, len(kept))
 
 
 def _set_attrs(
