@@ -55,53 +55,58 @@ RIDDEN = (
 )
 
 
-def _riding(name: str) -> Callable[..., Any]:
+def _riding(base: type[RDBStorage], name: str) -> Callable[..., Any]:
     what = name.strip("_").replace("_", " ")
+    parent = getattr(base, name)
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        parent = getattr(super(RidingMixin, self), name)
-        return ride(lambda: parent(*args, **kwargs), what)
+        return ride(lambda: parent(self, *args, **kwargs), what)
 
     method.__name__ = name
     return method
 
 
-class RidingMixin:
-    """The riding methods; mixed into the RDBStorage class an opened storage has (`make_riding`)."""
+def _state_values(base: type[RDBStorage]) -> Callable[..., bool]:
+    """`set_trial_state_values` that counts a refusal after a lost answer as done when the trial holds what was asked."""
 
     def set_trial_state_values(
-        self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
+        self: RDBStorage, trial_id: int, state: TrialState, values: Sequence[float] | None = None
     ) -> bool:
         attempts = 0
-        parent = super().set_trial_state_values  # type: ignore[misc]
 
         def call() -> bool:
             nonlocal attempts
             attempts += 1
             try:
-                return parent(trial_id, state, values)
+                return base.set_trial_state_values(self, trial_id, state, values)
             except UpdateFinishedTrialError:
-                if attempts > 1 and self._landed(trial_id, state, values):
+                if attempts > 1 and _landed(self, trial_id, state, values):
                     return True  # the attempt that seemed to fail was committed
                 raise
 
         return ride(call, "record a trial's state")
 
-    def _landed(self, trial_id: int, state: TrialState, values: Sequence[float] | None) -> bool:
-        stored = self.get_trial(trial_id)  # type: ignore[attr-defined]
-        return stored.state == state and (values is None or list(stored.values or []) == list(values))
+    return set_trial_state_values
 
 
-for _name in RIDDEN:
-    setattr(RidingMixin, _name, _riding(_name))
+def _landed(storage: RDBStorage, trial_id: int, state: TrialState, values: Sequence[float] | None) -> bool:
+    stored = storage.get_trial(trial_id)
+    return stored.state == state and (values is None or list(stored.values or []) == list(values))
 
 
-class RidingRDBStorage(RidingMixin, RDBStorage):
-    """PostgreSQL (and MySQL): RDBStorage that rides out outages."""
+def _riding_class(base: type[RDBStorage]) -> type[RDBStorage]:
+    """A subclass of `base` with the same layout (an opened storage's class can be swapped for it), every method of
+    RIDDEN riding out outages."""
+    methods: dict[str, Any] = {name: _riding(base, name) for name in RIDDEN}
+    methods["set_trial_state_values"] = _state_values(base)
+    methods["__doc__"] = f"{base.__name__} whose calls ride out a storage outage (hpo.storage.riding)."
+    return type(f"Riding{base.__name__}", (base,), methods)
 
 
-class RidingSqliteStorage(RidingMixin, ReadDeferredRDBStorage):
-    """SQLite: reads deferred (hpo.storage.sqlite_reads), and "database is locked" past the busy timeout ridden out."""
+# PostgreSQL (and MySQL); SQLite, whose reads begin deferred (hpo.storage.sqlite_reads) and whose "database is
+# locked" past the busy timeout is ridden out like a server's outage.
+RidingRDBStorage = _riding_class(RDBStorage)
+RidingSqliteStorage = _riding_class(ReadDeferredRDBStorage)
 
 
 def make_riding(storage: RDBStorage) -> RDBStorage:
