@@ -65,10 +65,10 @@ def is_unreachable(error: BaseException) -> bool:
 
 def root_cause(error: BaseException) -> str:
     """The first line of what caused `error` at the bottom ("connection refused"), not a wrapper's."""
-    for _ in range(10):
-        if error.__cause__ is None and error.__context__ is None:
+    for _ in range(10):  # the explicit causes: a context may be an unrelated error handled on the way
+        if error.__cause__ is None:
             break
-        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+        error = error.__cause__
     text = str(error).strip()
     return text.splitlines()[0][:200] if text else type(error).__name__
 
