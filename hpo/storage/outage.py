@@ -90,8 +90,8 @@ class OutageClock:
     """This process's view of the storage: since when it has not answered (None: it answers), and how long the
     outages so far lasted. `timeout` is `storage.outage_timeout`, set once per process (`set_timeout`)."""
 
-    def __init__(self, timeout: float = DEFAULT_OUTAGE_TIMEOUT_S) -> None:
-        self.timeout = timeout
+    def __init__(self, timeout: float = DEFAULT_OUTAGE_TIMEOUT_S, service: str = "storage") -> None:
+        self.timeout, self.service = timeout, service
         self.since: float | None = None  # time.monotonic() of the first failed call of the current outage
         self.ended_at: float | None = None  # when the last outage ended
         self.outages: list[float] = []  # the length of each outage that ended, seconds
@@ -103,7 +103,8 @@ class OutageClock:
                 return
             self.since = time.monotonic()
         logger.warning(
-            "storage unreachable (%s, while it would %s); waiting, up to %s",
+            "%s unreachable (%s, while it would %s); waiting, up to %s",
+            self.service,
             root_cause(error),
             what,
             describe_seconds(self.timeout),
@@ -116,7 +117,7 @@ class OutageClock:
             lasted = time.monotonic() - self.since
             self.since, self.ended_at = None, time.monotonic()
             self.outages.append(lasted)
-        logger.warning("storage back after %s", describe_seconds(lasted))
+        logger.warning("%s back after %s", self.service, describe_seconds(lasted))
 
     def down_for(self) -> float:
         since = self.since
@@ -133,16 +134,23 @@ class OutageClock:
         return self.ended_at is not None and time.monotonic() - self.ended_at < seconds
 
     def unreachable(self) -> StorageUnreachable:
-        return StorageUnreachable(f"the study's storage was unreachable for {describe_seconds(self.timeout)}")
+        where = "the study's storage" if self.service == "storage" else f"the {self.service}"
+        return StorageUnreachable(f"{where} was unreachable for {describe_seconds(self.timeout)}")
 
 
-clock = OutageClock()
+clock = OutageClock()  # the study's database
+store_clock = OutageClock(service="object store")  # study.output_dir: s3://... (hpo.storage.remote)
 _local = threading.local()
 
 
+def _database_clock() -> OutageClock:
+    return clock  # looked up at each call: a test may give the process a fresh one
+
+
 def set_timeout(seconds: float) -> None:
-    """`storage.outage_timeout` for every storage call of this process (and the trial processes it forks)."""
-    clock.timeout = float(seconds)
+    """`storage.outage_timeout` for every storage and object-store call of this process (and the trial processes it
+    forks)."""
+    clock.timeout = store_clock.timeout = float(seconds)
 
 
 @contextlib.contextmanager
@@ -160,15 +168,23 @@ def waiting_allowed() -> bool:
     return not getattr(_local, "no_waiting", False)
 
 
-def ride(call: Callable[[], T], what: str) -> T:
+def ride(
+    call: Callable[[], T],
+    what: str,
+    unreachable: Callable[[BaseException], bool] | None = None,
+    on: OutageClock | None = None,
+) -> T:
     """`call()`, tried again while the storage does not answer (see the module's docstring). `what` names the call
-    in the log line ("record a heartbeat")."""
+    in the log line ("record a heartbeat"). `unreachable` and `on`: another service's test and clock (the object
+    store's: hpo.storage.remote)."""
+    unreachable = unreachable or is_unreachable
+    clock = on or _database_clock()
     caps = backoff_caps()
     while True:
         try:
             result = call()
         except Exception as error:
-            if not is_unreachable(error):
+            if not unreachable(error):
                 raise
             clock.failed(error, what)
             if isinstance(error, StorageUnreachable) or not waiting_allowed():
