@@ -10,6 +10,7 @@
             on a shared GPU: wait while the GPU gate says no trial may start  (hpo.scheduling.gpu_gate)
             claim_trial():                                                          # CLAIM
                 fail_stale_trials()            # trials whose heartbeat stopped (a dead worker anywhere) -> queued
+                                               # (not within a grace period of an outage's end)
                 with claim_lock(study):        # one claimer at a time across processes and machines
                     if n_trials is not used up: trial = study.ask()   (queued retries come first)
                     its worker named; record_heartbeat(trial)   # so a crash from here on is found
@@ -25,6 +26,7 @@
                     a rank that dies: kill the others (no rank waits forever in a collective)
                 -> ChildResult: rank 0's outcome, or the step an interrupt stopped at, or a crash
             finish(trial, result):                                                  # TELL
+                the reports its process kept during an outage are written first, in order
                 interrupted -> FAIL + queued again to resume (does not use up max_retries)
                 CUDA out of memory beside other trials -> FAIL + queued again to run alone (does not use up
                     max_retries; not a failed trial); alone -> FAIL with one line (hpo.trial.oom)
@@ -34,6 +36,14 @@
             after_trial()                      # bound the disk (study.keep_checkpoints), done while the next
                                                # trial's process starts (Chores), and when the worker leaves
             write the slot's status file       # for the live table and `hpo status`
+
+Every storage call above waits for a storage that stops answering (a database restart, a failover, SQLite locked
+past its busy timeout: hpo.storage.outage), up to `storage.outage_timeout`: the claim (whole, from the claim lock),
+the result, the sweeps. The HEARTBEAT alone never waits (a beat is skipped), and the trial trains on, keeping the
+reports the storage cannot take; FINISH writes them, in order, before the result. After an outage no sweep judges a
+trial stale for a grace period (its worker could not beat meanwhile). Past the timeout the trial is stopped as on a
+first stop request (a checkpoint at its next step), the worker exits EXIT_STORAGE_UNREACHABLE and leaves the trial
+RUNNING: the pool stops the other workers, `hpo run` exits 75, and the next run queues the trial again to resume.
 
 Workers coordinate only through the Optuna storage (heartbeats, the claim lock of `hpo.storage.database`), so
 `hpo worker` on other machines joins the same study the same way.

@@ -6,21 +6,27 @@
   without an outage, reports kept) are printed (`pytest -s`).
 - An outage longer than `storage.outage_timeout` (20 s here): trials save a checkpoint and stop, `hpo run` exits 75
   with one line; the same command run again resumes every stopped trial from its checkpoint.
+- Workers killed during an outage are restarted without using up the restart limit (MAX_RESTARTS), which is kept for
+  workers that crash on their own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 from cli_support import stored_trials
 from optuna.trial import FrozenTrial, TrialState
 from scheduler_support import slow_study, start_hpo
 
+from hpo.scheduling.pool import MAX_RESTARTS
 from hpo.storage.urls import redact
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -199,3 +205,51 @@ def test_an_outage_past_the_timeout_stops_cleanly_and_the_same_command_continues
         assert min(retry.intermediate_values) > resumed_at  # its first evaluation came after the resume
         assert reported_steps(retry) == expected_steps(retry, first=resumed_at + EVAL_STEPS)
     print(f"\nstopped {stopped_after:.0f} s after the server went down; exit {run.returncode}: {last}")
+
+
+def worker_pids(run: subprocess.Popen) -> list[int]:
+    """The worker processes `hpo run` has started."""
+    try:
+        children = psutil.Process(run.pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "hpo.scheduling.worker" in child.cmdline():
+                found.append(child.pid)
+    return found
+
+
+def test_workers_killed_during_an_outage_are_restarted_without_using_up_the_restart_limit(
+    tmp_path, postgres_url, pg_data
+):
+    name, n_trials = f"pg-kill-{uuid.uuid4().hex[:8]}", 4
+    write_study(tmp_path, n_trials=n_trials)
+    run = start_run(tmp_path, postgres_url, name)
+    try:
+        wait_until(lambda: mid_study(postgres_url, name, finished=0), 120, "two trials training")
+        stop_server(pg_data)
+        for _ in range(
+            MAX_RESTARTS + 1
+        ):  # one death more than the limit allows a worker that crashes on its own
+            time.sleep(3)  # the pool looks at the storage every second: it has seen the outage
+            victim = worker_pids(run)[0]
+            os.kill(victim, signal.SIGKILL)
+            wait_until(
+                lambda v=victim: v not in worker_pids(run) and len(worker_pids(run)) == 2, 30, "a restart"
+            )
+        start_server()
+        output = run.communicate(timeout=300)[0]
+    finally:
+        start_server()
+        if run.poll() is None:
+            run.kill()
+
+    assert run.returncode == 0, output[-3000:]
+    forgiven = output.count("while the study's storage did not answer; restarting it (not counted)")
+    assert forgiven == MAX_RESTARTS + 1, output[-3000:]
+    assert "not restarted" not in output
+    trials = stored_trials(postgres_url, name)
+    assert sum(t.state in FINISHED for t in trials) == n_trials, [(t.number, t.state.name) for t in trials]
+    assert all(t.state.is_finished() for t in trials)
