@@ -48,7 +48,7 @@ _PERMANENT = (
 def is_unreachable(error: BaseException) -> bool:
     """Whether a database failed to answer (anywhere in the cause chain): the DB-API's OperationalError and
     InterfaceError as SQLAlchemy wraps them (a refused or dropped connection, "database is locked"), sqlite3's own, or
-    an earlier StorageUnreachable. Optuna's StorageInternalError alone is not enough: it also wraps a constraint or a
+    an earlier StorageUnreachable; not a wrong password or database name, nor a SQLite file that cannot be opened. Optuna's StorageInternalError alone is not enough: it also wraps a constraint or a
     type error, which no waiting cures."""
     kinds = (exc.OperationalError, exc.InterfaceError, exc.DisconnectionError, sqlite3.OperationalError)
     seen: BaseException | None = error
@@ -58,9 +58,19 @@ def is_unreachable(error: BaseException) -> bool:
         if isinstance(seen, StorageUnreachable):
             return True
         if isinstance(seen, kinds):
-            return not any(word in str(seen) for word in _PERMANENT)
+            return _passing(seen)
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _passing(error: BaseException) -> bool:
+    """Whether a database's error will pass with waiting. SQLite's OperationalError also means a path it cannot open, a
+    read-only file or a missing table: only a lock held past the busy timeout passes."""
+    orig = getattr(error, "orig", None)  # the driver's own error under SQLAlchemy's
+    if isinstance(error, sqlite3.Error) or isinstance(orig, sqlite3.Error):
+        text = str(orig if orig is not None else error)
+        return "locked" in text or "busy" in text
+    return not any(word in str(error) for word in _PERMANENT)
 
 
 def root_cause(error: BaseException) -> str:

@@ -156,3 +156,18 @@ def test_reports_still_kept_at_the_end_are_written_before_the_result(tmp_path) -
     [stored] = study.trials
     assert stored.state == TrialState.COMPLETE and stored.value == 0.4
     assert list(stored.intermediate_values.items()) == [(1, 0.5), (2, 0.4)]
+
+
+def test_errors_that_waiting_cannot_cure_are_not_taken_for_an_outage(tmp_path) -> None:
+    import sqlalchemy
+
+    missing = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'no-such-folder' / 'db.sqlite'}")
+    with pytest.raises(sqlalchemy.exc.OperationalError) as cannot_open:
+        missing.connect()
+    assert not outage.is_unreachable(cannot_open.value)  # a path: it will not open later either
+    assert outage.is_unreachable(sqlite3.OperationalError("database is locked"))
+    refused = sqlalchemy.exc.OperationalError("connect", {}, Exception("connection refused"))
+    wrong = sqlalchemy.exc.OperationalError(
+        "connect", {}, Exception('password authentication failed for user "x"')
+    )
+    assert outage.is_unreachable(refused) and not outage.is_unreachable(wrong)
