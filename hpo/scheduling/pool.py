@@ -346,11 +346,26 @@ def _watch(
     report: TrialReporter | None,
     console: Console,
 ) -> None:
+    storage = _StorageWatch(pool, pool.spec.storage_options.outage_timeout)
+    pool.storage_failing = lambda: storage.failing_since is not None
+    outage.clock.quiet = True  # the live view says it once, in its own lines
+    try:
+        _watch_until_done(pool, study, n_trials, report, console, storage)
+    finally:
+        outage.clock.quiet = False
+
+
+def _watch_until_done(
+    pool: WorkerPool,
+    study: optuna.Study,
+    n_trials: int | None,
+    report: TrialReporter | None,
+    console: Console,
+    storage: _StorageWatch,
+) -> None:
     reporter = _FinishedTrials(study, report)
     eta = EtaEstimator()
     live = Live(console=console, auto_refresh=False, transient=False) if console.is_terminal else None
-    storage = _StorageWatch(pool)
-    pool.storage_failing = lambda: storage.failing_since is not None
     with live if live is not None else _nothing():
         last_refresh = 0.0
         while pool.poll():
@@ -370,11 +385,11 @@ def _watch(
 
 class _StorageWatch:
     """The live view reads the study's storage every second. A database that stops answering for a while (a
-    PostgreSQL restart, a network hiccup) must not end `hpo run`: the workers retry on their own, or die and are
-    restarted; the view says so once and reads again at the next tick."""
+    PostgreSQL restart, a network hiccup) must not end `hpo run`: the workers wait for it (hpo.storage.outage), or die
+    and are restarted; the view says so once, with the root cause, and reads again at the next tick."""
 
-    def __init__(self, pool: WorkerPool) -> None:
-        self.pool = pool
+    def __init__(self, pool: WorkerPool, outage_timeout: float = outage.DEFAULT_OUTAGE_TIMEOUT_S) -> None:
+        self.pool, self.outage_timeout = pool, outage_timeout
         self.failing_since: float | None = None
 
     def read(self, what: Callable[[], Any]) -> Any:
@@ -384,11 +399,10 @@ class _StorageWatch:
         except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.DBAPIError) as error:
             if self.failing_since is None:
                 self.failing_since = time.monotonic()
-                reason = (
-                    str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
-                )
+                wait = describe_seconds(self.outage_timeout)
                 self.pool.notices.append(
-                    f"the study's storage did not answer ({reason}); retrying every second"
+                    f"the study's storage does not answer ({root_cause_line(error)}); the workers wait for it, up "
+                    f"to {wait} (storage.outage_timeout)"
                 )
             return None
         if self.failing_since is not None:

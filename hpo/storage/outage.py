@@ -105,6 +105,7 @@ class OutageClock:
         self.since: float | None = None  # time.monotonic() of the first failed call of the current outage
         self.ended_at: float | None = None  # when the last outage ended
         self.outages: list[float] = []  # the length of each outage that ended, seconds
+        self.quiet = False  # clocked, not logged: a caller that says it its own way (`hpo run`'s live view)
         self._lock = threading.Lock()
 
     def failed(self, error: BaseException, what: str) -> None:
@@ -112,6 +113,8 @@ class OutageClock:
             if self.since is not None:
                 return
             self.since = time.monotonic()
+        if self.quiet:
+            return
         logger.warning(
             "%s unreachable (%s, while it would %s); waiting, up to %s",
             self.service,
@@ -127,6 +130,8 @@ class OutageClock:
             lasted = time.monotonic() - self.since
             self.since, self.ended_at = None, time.monotonic()
             self.outages.append(lasted)
+        if self.quiet:
+            return
         logger.warning("%s back after %s", self.service, describe_seconds(lasted))
 
     def down_for(self) -> float:
