@@ -20,3 +20,10 @@ class Interrupted(HpoError):
     says what was saved and how to continue."""
 
     exit_code = 130
+
+
+class StorageUnreachable(HpoError):
+    """The study's storage did not answer for `storage.outage_timeout`: exit 75 (EX_TEMPFAIL, "try again later"), for
+    a scheduler or a script that reruns the command. The message says for how long and that a rerun continues."""
+
+    exit_code = 75

@@ -37,6 +37,7 @@ from hpo.scheduling.pbt import PbtPlan, pbt_pause_callback
 from hpo.scheduling.pbt_in_place import in_place_after_save
 from hpo.scheduling.promotion import AshaPlan, pause_callback
 from hpo.spec import StudySpec
+from hpo.storage import outage
 from hpo.tracking.wandb_callback import release_wandb, wandb_imported
 from hpo.trial.callbacks import (
     InterruptCallback,
@@ -208,6 +209,9 @@ def _run_once(job: TrialJob, rank: int, connection: Connection | None) -> None:
 
 def _set_up_process(job: TrialJob, rank: int, port: int) -> None:
     die_with_parent(job.worker_pid)
+    # A trial does not wait for the storage (its reports are kept: hpo.trial.pruning, which says so); its worker logs
+    # the outage once.
+    outage.clock.quiet = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, on_sigterm)
     if job.ranks > 1:

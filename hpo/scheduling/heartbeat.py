@@ -14,6 +14,7 @@ import logging
 import optuna
 
 from hpo.storage.database import is_storage_outage, root_cause_line
+from hpo.storage.outage import no_waiting
 from hpo.storage.study_db import record_heartbeat
 
 logger = logging.getLogger(__name__)
@@ -28,7 +29,8 @@ class TrialHeartbeat:
 
     def __call__(self) -> None:
         try:
-            record_heartbeat(self.study, self.trial)
+            with no_waiting():
+                record_heartbeat(self.study, self.trial)
         except Exception as error:
             if not is_storage_outage(error):
                 raise

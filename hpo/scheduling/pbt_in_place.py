@@ -32,6 +32,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.scheduling.pbt import WAITING, PbtPlan, population, take_decisions
 from hpo.scheduling.pbt_population import Member, decide, steps_to_decide
+from hpo.storage import outage
 from hpo.storage.database import claim_lock
 from hpo.storage.lineage import segments
 from hpo.storage.retry import owner_gone
@@ -61,13 +62,17 @@ def wait_for_verdict(
 ) -> bool:
     if slot_needed(study, plan, point):
         return False
-    storage, marked = storage_of(study), False
-    while not interrupt_requested():  # a stop asked: pause as before, the worker queues it to resume
+    storage = storage_of(study)
+
+    def look() -> (
+        bool | None
+    ):  # whole, from the lock: on PostgreSQL an outage frees it (hpo.storage.database)
         with claim_lock(storage, study.study_name, lock_dir):
-            if not marked:
-                storage.set_trial_system_attr(trial_id(trial), WAITING, point)
-                marked = True
-            verdict = judge(study, plan, trial.number, point)
+            storage.set_trial_system_attr(trial_id(trial), WAITING, point)  # the same value again: harmless
+            return judge(study, plan, trial.number, point)
+
+    while not interrupt_requested():  # a stop asked: pause as before, the worker queues it to resume
+        verdict = outage.ride(look, "judge a PBT interval")
         if verdict is not None:
             return verdict
         time.sleep(POLL_S)

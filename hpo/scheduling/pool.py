@@ -5,7 +5,11 @@ from its worker (on the CPU that process stays and runs the worker's next trial)
     for each slot: start `python -m hpo.scheduling.worker` with CUDA_VISIBLE_DEVICES / OMP_NUM_THREADS set before torch loads
     until every worker has ended: show the live table, report finished trials, restart a worker that died
         (killed, out of memory, even before it read its configuration) up to MAX_RESTARTS times per slot, saying so
-        at once; its running trial is failed and queued again at once (hpo.storage.retry), not after the grace period
+        at once; its running trial is failed and queued again at once (hpo.storage.retry), not after the grace period.
+        A worker that died while the storage did not answer is restarted without counting toward MAX_RESTARTS (the
+        outage killed it, not its own fault); one that left because the storage stayed unreachable for
+        storage.outage_timeout (EXIT_STORAGE_UNREACHABLE) stops the others the same way (trials checkpoint), and
+        `hpo run` exits 75 with one line: run the same command again to continue
     Ctrl-C / SIGTERM: ask each worker to stop (trials checkpoint and are queued again); again: kill them all at once
 
 Workers coordinate only through the Optuna storage (heartbeats, the claim lock of `hpo.storage.database`), so `hpo worker` on
@@ -31,15 +35,17 @@ from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 from rich.live import Live
 
-from hpo.errors import HpoError, Interrupted
+from hpo.errors import HpoError, Interrupted, StorageUnreachable
 from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.gpu_gate import MemoryReader
 from hpo.scheduling.slots import Slot, describe_slots, make_slots
 from hpo.scheduling.spawn import StartedAhead, spawn_worker, worker_log_dir
 from hpo.scheduling.view import EtaEstimator, read_slot_status, render_table, status_dir, study_counts
-from hpo.scheduling.worker import WorkerConfig
+from hpo.scheduling.worker import EXIT_STORAGE_UNREACHABLE, WorkerConfig
 from hpo.spec import StudySpec
+from hpo.storage import outage
 from hpo.storage.database import root_cause_line
+from hpo.storage.outage import describe_seconds
 from hpo.storage.retry import requeue_stale_trials
 from hpo.storage.stopped import describe_stop, finished_numbers
 from hpo.storage.study_db import (
@@ -49,6 +55,7 @@ from hpo.storage.study_db import (
     storage_of,
     study_is_complete,
 )
+from hpo.storage.urls import redact
 
 STOP_GRACE_S = 30.0  # after a first Ctrl-C, how long trials may take to reach a step boundary and save
 MAX_RESTARTS = 3  # per slot, for workers that died (SIGKILL, out of memory)
@@ -90,6 +97,12 @@ def run_trials(
     console.print(describe_slots(slots))
     with _signals_to(pool):
         _watch(pool, study, n_trials, report, console)
+    if pool.unreachable:
+        raise StorageUnreachable(
+            f"the study's storage {redact(pool.url)} was unreachable for "
+            f"{describe_seconds(spec.storage_options.outage_timeout)} (storage.outage_timeout); trials saved a "
+            "checkpoint and stopped; run the same command again to continue"
+        )
     if pool.slots and not pool.processes:
         raise HpoError(
             f"every worker died and was restarted {MAX_RESTARTS} times; last: {pool.failures[-1]}; their logs are in "
@@ -136,6 +149,9 @@ class WorkerPool:
         self.failures: list[str] = []  # one line per death, for the error when no worker is left
         self.notices: list[str] = []  # lines to show now (the watcher prints and clears them)
         self.on_death: Callable[[], Any] | None = None
+        self.unreachable = False  # a worker left: the storage did not answer for storage.outage_timeout
+        self.storage_failing: Callable[[], bool] = lambda: False  # whether the storage does not answer now
+        self.forgiven = 0  # worker deaths during an outage, not counted toward MAX_RESTARTS
 
     def start(self) -> None:
         self.status_dir.mkdir(parents=True, exist_ok=True)
@@ -176,22 +192,44 @@ class WorkerPool:
             process = self.processes.get(slot.index)
             if process is None or process.poll() is None:
                 continue
-            if process.returncode != 0 and not self.stop_level:
+            if process.returncode == EXIT_STORAGE_UNREACHABLE:
+                self._storage_gone()
+            elif process.returncode != 0 and not self.stop_level and not self.unreachable:
                 self._died(slot, process.returncode)
         if self.stop_started and time.monotonic() - self.stop_started > STOP_GRACE_S:
             self.kill()
         return any(p.poll() is None for p in self.processes.values())
+
+    def _storage_gone(self) -> None:
+        """A worker left after storage.outage_timeout without an answer: the others stop as on a first Ctrl-C (their
+        trials checkpoint; they leave the same way, or record the stop if the storage answers again)."""
+        if self.unreachable:
+            return
+        self.unreachable = True
+        self.stop_started = time.monotonic()
+        self._signal(signal.SIGTERM)
 
     def _died(self, slot: Slot, code: int) -> None:
         what = f"worker for {slot.label} {describe_exit(code)}{self._log_note(slot)}"
         self.failures.append(what)
         if self.on_death is not None:
             try:
-                self.on_death()
+                with outage.no_waiting():  # the live table and the other workers must not wait on it
+                    self.on_death()
             except Exception as error:  # noqa: BLE001 - the workers' heartbeat check queues the trial again later
                 self.notices.append(
                     f"could not queue again the trial of the worker for {slot.label}: {root_cause_line(error)}"
                 )
+        if self.storage_failing():
+            # Died while the storage did not answer: the outage's fault, not the worker's; it counts nothing. Its
+            # restart waits for the storage as it opens the study, up to storage.outage_timeout.
+            self.forgiven += 1
+            self.restarts.setdefault(slot.index, 0)  # a restarted worker counts the started trials again
+            self.notices.append(
+                f"{what}, while the study's storage did not answer; restarting it (not counted)"
+            )
+            self._start(slot)
+            return
         restarts = self.restarts.get(slot.index, 0)
         if restarts < MAX_RESTARTS:
             self.restarts[slot.index] = restarts + 1
@@ -308,10 +346,26 @@ def _watch(
     report: TrialReporter | None,
     console: Console,
 ) -> None:
+    storage = _StorageWatch(pool, pool.spec.storage_options.outage_timeout)
+    pool.storage_failing = lambda: storage.failing_since is not None
+    outage.clock.quiet = True  # the live view says it once, in its own lines
+    try:
+        _watch_until_done(pool, study, n_trials, report, console, storage)
+    finally:
+        outage.clock.quiet = False
+
+
+def _watch_until_done(
+    pool: WorkerPool,
+    study: optuna.Study,
+    n_trials: int | None,
+    report: TrialReporter | None,
+    console: Console,
+    storage: _StorageWatch,
+) -> None:
     reporter = _FinishedTrials(study, report)
     eta = EtaEstimator()
     live = Live(console=console, auto_refresh=False, transient=False) if console.is_terminal else None
-    storage = _StorageWatch(pool)
     with live if live is not None else _nothing():
         last_refresh = 0.0
         while pool.poll():
@@ -331,24 +385,24 @@ def _watch(
 
 class _StorageWatch:
     """The live view reads the study's storage every second. A database that stops answering for a while (a
-    PostgreSQL restart, a network hiccup) must not end `hpo run`: the workers retry on their own, or die and are
-    restarted; the view says so once and reads again at the next tick."""
+    PostgreSQL restart, a network hiccup) must not end `hpo run`: the workers wait for it (hpo.storage.outage), or die
+    and are restarted; the view says so once, with the root cause, and reads again at the next tick."""
 
-    def __init__(self, pool: WorkerPool) -> None:
-        self.pool = pool
+    def __init__(self, pool: WorkerPool, outage_timeout: float = outage.DEFAULT_OUTAGE_TIMEOUT_S) -> None:
+        self.pool, self.outage_timeout = pool, outage_timeout
         self.failing_since: float | None = None
 
     def read(self, what: Callable[[], Any]) -> Any:
         try:
-            result = what()
+            with outage.no_waiting():  # the table waits on nothing: it reads again next second
+                result = what()
         except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.DBAPIError) as error:
             if self.failing_since is None:
                 self.failing_since = time.monotonic()
-                reason = (
-                    str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
-                )
+                wait = describe_seconds(self.outage_timeout)
                 self.pool.notices.append(
-                    f"the study's storage did not answer ({reason}); retrying every second"
+                    f"the study's storage does not answer ({root_cause_line(error)}); the workers wait for it, up "
+                    f"to {wait} (storage.outage_timeout)"
                 )
             return None
         if self.failing_since is not None:

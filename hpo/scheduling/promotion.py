@@ -34,7 +34,7 @@ from hpo.scheduling.asha import RungTrial, hopeless, next_promotion, rung_levels
 from hpo.scheduling.rank_gate import RankGate
 from hpo.spec import StudySpec
 from hpo.spec.scheduler import RankGateSpec
-from hpo.storage import pause, remote
+from hpo.storage import outage, pause, remote
 from hpo.storage.database import claim_lock
 from hpo.storage.retention import checkpoints_in
 from hpo.storage.study_db import (
@@ -314,22 +314,30 @@ def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_
             return False
         if not plan.in_place:
             return True
-        with claim_lock(storage_of(study), study.study_name, lock_dir):
-            table = rung_table(study, plan)
-            for entry in table:
-                if entry.number == trial.number:  # as the rule would see it, paused here and not promoted yet
-                    entry.paused, entry.running = True, False
-                    entry.promoted.discard(entry.rung)
-            choice = next_promotion(table, len(plan.levels), plan.eta, plan.maximize, plan.underfilled)
-            record_heartbeat(study, trial)
-            if choice is None or choice.number != trial.number:
-                return True
-            _record_in_place(
-                study, trial, point
-            )  # a retry from this rung's checkpoint goes on, judged already
-            return False
+        # Whole, from the lock: on PostgreSQL an outage frees it (hpo.storage.database.claim_lock).
+        return not outage.ride(
+            lambda: _promoted_in_place(study, trial, plan, lock_dir, point), "judge a rung"
+        )
 
     return decide
+
+
+def _promoted_in_place(
+    study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_dir: Path, point: int
+) -> bool:
+    """Under the claim lock: whether ASHA promotes this trial at `point` now (it then trains on without a pause)."""
+    with claim_lock(storage_of(study), study.study_name, lock_dir):
+        table = rung_table(study, plan)
+        for entry in table:
+            if entry.number == trial.number:  # as the rule would see it, paused here and not promoted yet
+                entry.paused, entry.running = True, False
+                entry.promoted.discard(entry.rung)
+        choice = next_promotion(table, len(plan.levels), plan.eta, plan.maximize, plan.underfilled)
+        record_heartbeat(study, trial)
+        if choice is None or choice.number != trial.number:
+            return False
+        _record_in_place(study, trial, point)  # a retry from this rung's checkpoint goes on, judged already
+        return True
 
 
 def _record_in_place(study: optuna.Study, trial: optuna.Trial, point: int) -> None:

@@ -10,6 +10,7 @@
             on a shared GPU: wait while the GPU gate says no trial may start  (hpo.scheduling.gpu_gate)
             claim_trial():                                                          # CLAIM
                 fail_stale_trials()            # trials whose heartbeat stopped (a dead worker anywhere) -> queued
+                                               # (not within a grace period of an outage's end)
                 with claim_lock(study):        # one claimer at a time across processes and machines
                     if n_trials is not used up: trial = study.ask()   (queued retries come first)
                     its worker named; record_heartbeat(trial)   # so a crash from here on is found
@@ -25,6 +26,7 @@
                     a rank that dies: kill the others (no rank waits forever in a collective)
                 -> ChildResult: rank 0's outcome, or the step an interrupt stopped at, or a crash
             finish(trial, result):                                                  # TELL
+                the reports its process kept during an outage are written first, in order
                 interrupted -> FAIL + queued again to resume (does not use up max_retries)
                 CUDA out of memory beside other trials -> FAIL + queued again to run alone (does not use up
                     max_retries; not a failed trial); alone -> FAIL with one line (hpo.trial.oom)
@@ -34,6 +36,14 @@
             after_trial()                      # bound the disk (study.keep_checkpoints), done while the next
                                                # trial's process starts (Chores), and when the worker leaves
             write the slot's status file       # for the live table and `hpo status`
+
+Every storage call above waits for a storage that stops answering (a database restart, a failover, SQLite locked
+past its busy timeout: hpo.storage.outage), up to `storage.outage_timeout`: the claim (whole, from the claim lock),
+the result, the sweeps. The HEARTBEAT alone never waits (a beat is skipped), and the trial trains on, keeping the
+reports the storage cannot take; FINISH writes them, in order, before the result. After an outage no sweep judges a
+trial stale for a grace period (its worker could not beat meanwhile). Past the timeout the trial is stopped as on a
+first stop request (a checkpoint at its next step), the worker exits EXIT_STORAGE_UNREACHABLE and leaves the trial
+RUNNING: the pool stops the other workers, `hpo run` exits 75, and the next run queues the trial again to resume.
 
 Workers coordinate only through the Optuna storage (heartbeats, the claim lock of `hpo.storage.database`), so
 `hpo worker` on other machines joins the same study the same way.
@@ -61,6 +71,7 @@ import safetensors.torch  # noqa: F401 - imported once here, shared by every for
 import torch
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.errors import StorageUnreachable
 from hpo.scheduling.child import (
     ChildResult,
     TrialJob,
@@ -76,7 +87,7 @@ from hpo.scheduling.pbt_time_up import end_paused_members
 from hpo.scheduling.promotion import AshaPlan, claim_work, drop_older_checkpoints, end_hopeless
 from hpo.scheduling.slots import Slot
 from hpo.spec import StudySpec
-from hpo.storage import remote
+from hpo.storage import outage, remote
 from hpo.storage.database import claim_lock
 from hpo.storage.pause import pause_trial
 from hpo.storage.retention import after_trial
@@ -90,6 +101,7 @@ from hpo.storage.retry import (
     retry_pending,
 )
 from hpo.storage.study_db import (
+    heartbeat_grace,
     open_worker_study,
     record_heartbeat,
     release_connections,
@@ -105,7 +117,7 @@ from hpo.tracking.run_info import RunInfo, origin_attrs
 from hpo.tracking.store import trial_run_id
 from hpo.tracking.store_callback import record_origin
 from hpo.trial.callbacks import write_status
-from hpo.trial.run import record_outcome, trial_dir
+from hpo.trial.run import record_outcome, trial_dir, write_kept_reports
 from hpo.trial.space import sample_params
 from trainer import prepare_for_fork
 
@@ -117,6 +129,8 @@ POLL_S = 0.5
 # left a slot idle for most of a segment (bench/pause/costs.py pbt), while a claim costs a few milliseconds.
 FIRST_WAIT_S = 0.02
 SWEEP_EVERY_S = 1.0
+# A worker that leaves because the storage did not answer for storage.outage_timeout (its pool stops the others).
+EXIT_STORAGE_UNREACHABLE = StorageUnreachable.exit_code
 
 
 class Backoff:
@@ -209,6 +223,10 @@ def claim_trial(
     """A trial to run, WAIT, or None when the study has nothing left for this worker. With `asha` the next piece of
     work is a queued retry, a promotion or a new configuration (hpo.scheduling.promotion); with `pbt`, a retry, a
     member to resume (after its interval's decisions) or a new member (hpo.scheduling.pbt)."""
+    if policy is not None and outage.clock.settling(_grace(study)):
+        policy = (
+            None  # no heartbeat could be written during the outage: give every worker a grace period to beat
+        )
     if policy is not None:
         for number in fail_stale_trials(study, policy):
             logger.warning("trial %d: its worker stopped beating; queued again", number)
@@ -243,6 +261,10 @@ def claim_trial(
                 return trial
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     return WAIT if any("worker" in t.user_attrs for t in running) or retry_pending(study) else None
+
+
+def _grace(study: optuna.Study) -> float:
+    return heartbeat_grace(study) or 0.0
 
 
 # ---- sharing a GPU ------------------------------------------------------------------------------------------------
@@ -385,13 +407,20 @@ def run_one(
     def on_start(pids: list[int]) -> None:
         if gate is not None:
             gate.set_pids(pids)
-        set_user_attrs(study, trial, process_identity(pids[0]))  # rank 0's process, as it starts
-        if while_starting is not None:
-            while_starting()
+        # The trial trains unsupervised until this returns: nothing here waits for a storage that does not answer
+        # (the worker's attribute owns the trial meanwhile; housekeeping is done again after the next trial).
+        with outage.no_waiting():
+            try:
+                set_user_attrs(study, trial, process_identity(pids[0]))  # rank 0's process, as it starts
+            except Exception as error:
+                if not outage.is_unreachable(error):
+                    raise
+            if while_starting is not None:
+                while_starting()
 
     try:
         result = run_trial_processes(
-            job, TrialHeartbeat(study, trial), lambda: stop.level, interval, on_start=on_start
+            job, TrialHeartbeat(study, trial), stop_level(stop), interval, on_start=on_start
         )
     finally:
         if gate is not None:
@@ -404,6 +433,12 @@ def run_one(
             entry = {"step": promoted_at, "restart_restore_s": result.outcome.user_attrs["startup_s"]}
             result.outcome.user_attrs.update(resumes=[*resumes, entry], promoted_at_step=None)
     return result
+
+
+def stop_level(stop: StopRequests) -> Callable[[], int]:
+    """The trial's stop level: the user's requests, or 1 (checkpoint and stop) once the storage has been unreachable
+    for `storage.outage_timeout` (the heartbeats notice): the worker then leaves with EXIT_STORAGE_UNREACHABLE."""
+    return lambda: max(stop.level, 1 if outage.clock.expired() else 0)
 
 
 def _resume_from(trial: optuna.Trial, output_dir: str) -> tuple[str | None, dict[str, Any]]:
@@ -428,6 +463,8 @@ def finish(study: optuna.Study, trial: optuna.Trial, result: ChildResult, config
     """Record how the trial ended. Returns a word for the log: the state, or 'crashed' / 'interrupted'."""
     policy = retry_policy(config)
     outcome = result.outcome
+    if outcome is not None:
+        write_kept_reports(study, trial, outcome)  # before the result: in order, once
     pruned = outcome is not None and outcome.state == TrialState.PRUNED
     if result.interrupted_at is not None and not pruned:
         step = result.interrupted_at
@@ -547,6 +584,7 @@ def status_file(config: WorkerConfig) -> Path | None:
 def run_worker(config: WorkerConfig) -> int:
     stop = StopRequests()
     stop.install()
+    outage.set_timeout(config.spec.storage_options.outage_timeout)
     die_with_parent(config.parent_pid)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     resources = config.spec.resources
@@ -578,13 +616,11 @@ def run_worker(config: WorkerConfig) -> int:
             continue
         claimed_at = time.time()
         swept = sweeps.due()
-        claimed = claim_trial(
-            study,
-            config.n_trials,
-            lock_dir,
-            retry_policy(config) if swept else None,
-            asha_plan,
-            pbt_plan,
+        # Whole, from the claim lock: on PostgreSQL an outage frees the lock (hpo.storage.database.claim_lock).
+        policy = retry_policy(config) if swept else None
+        claimed = outage.ride(
+            lambda policy=policy: claim_trial(study, config.n_trials, lock_dir, policy, asha_plan, pbt_plan),
+            "claim a trial",
         )
         if claimed is None and not swept:
             sweeps.last = float(
@@ -611,7 +647,7 @@ def run_worker(config: WorkerConfig) -> int:
         chores.due = chores.due or not (pbt_plan is not None and ended == "paused")
         _write_idle(status, config, "idle")
     if stop.level == 0 and config.deadline is not None and time.time() >= config.deadline:
-        time_is_up(study, config, lock_dir)
+        outage.ride(lambda: time_is_up(study, config, lock_dir), "end paused trials")
     chores.run()
     release_warm()
     reap_exited()
@@ -725,6 +761,11 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="worker %(process)d: %(message)s")
     try:
         code = run_worker(config)
+    except StorageUnreachable as error:
+        # Its trial saved a checkpoint and stopped (`stop_level`), and stays RUNNING: the next run finds its worker
+        # gone and queues it again to resume. The pool stops the other workers and `hpo run` exits 75.
+        logger.warning("%s; leaving (exit %d)", error, EXIT_STORAGE_UNREACHABLE)
+        code = EXIT_STORAGE_UNREACHABLE
     finally:
         # However the worker ends: its warm trial process waits for a next trial, and Python's exit would join it.
         release_warm()

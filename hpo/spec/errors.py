@@ -131,7 +131,7 @@ def model_at(root: type[BaseModel], loc: list[Any]) -> type[BaseModel] | None:
 def _unwrap(annotation: Any, part: Any) -> Any:
     model = _as_model(annotation)
     if model is not None:
-        field = model.model_fields.get(str(part))
+        field = model.model_fields.get(str(part)) or _by_alias(model, str(part))
         return field.annotation if field is not None else None
     origin = typing.get_origin(annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
@@ -140,6 +140,11 @@ def _unwrap(annotation: Any, part: Any) -> Any:
     if origin in (list, tuple) and args:
         return args[0]
     return None
+
+
+def _by_alias(model: type[BaseModel], alias: str) -> Any:
+    """The field a file names by its alias (`storage:` is the field `storage_options`)."""
+    return next((f for f in model.model_fields.values() if f.alias == alias), None)
 
 
 def _as_model(annotation: Any) -> type[BaseModel] | None:

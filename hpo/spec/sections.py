@@ -147,6 +147,19 @@ class ResourcesSpec(Section):
         return self.ranks_per_trial or self.gpus_per_trial
 
 
+class StorageSpec(Section):
+    """How the study's storage is used (its URL is `study.storage`).
+
+    outage_timeout: seconds the workers and `hpo run` wait for a storage that stopped answering (a database restart or
+        failover, a SQLite file locked past its busy timeout, an object store for `study.output_dir: s3://`) before
+        the run stops cleanly: trials save a checkpoint and stop, `hpo run` exits 75, and the same command continues.
+        Default 900 (15 min): restarts and failovers take seconds to minutes; an outage longer than that is likely
+        long enough that holding the GPUs idle costs more than a clean stop (hpo.storage.outage).
+    """
+
+    outage_timeout: float = Field(900.0, gt=0)
+
+
 class KeepCheckpointsSpec(Section):
     # Keep the best checkpoint of the top_k trials (plus running ones); null keeps every checkpoint.
     top_k: int | None = Field(1, ge=0)

@@ -28,7 +28,7 @@ from hpo.spec.reporting import check_study_report_to
 from hpo.spec.run import check_training
 from hpo.spec.scheduler import SchedulerSpec
 from hpo.spec.search_space import ParamSpec
-from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, TrackingSpec
+from hpo.spec.sections import ExportSpec, KeepCheckpointsSpec, ResourcesSpec, StorageSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
 from hpo.spec.training import (
     build_training_arguments,
@@ -167,6 +167,8 @@ class StudySpec(Section):
     training: dict[str, Any] = {}
     search_space: dict[str, ParamSpec] = {}
     resources: ResourcesSpec = ResourcesSpec()
+    # `storage:` in the file; `storage` here is the URL (study.storage, or the default SQLite file).
+    storage_options: StorageSpec = Field(StorageSpec(), alias="storage")
     launcher: LauncherSpec = LauncherSpec()  # where `hpo run` starts the workers (hpo.spec.launcher)
     callbacks: list[CallbackSpec] = []
     tracking: TrackingSpec = TrackingSpec()
@@ -174,6 +176,15 @@ class StudySpec(Section):
     peft: dict[str, Any] | None = None  # train an adapter: {method: lora, r: 8, ...} (hpo.spec.adapters)
 
     _source: str | None = PrivateAttr(default=None)
+
+    @field_validator("storage_options", mode="before")
+    @classmethod
+    def _storage_section(cls, value: Any) -> Any:
+        if isinstance(value, str):  # a URL where the section is: say where the URL goes
+            raise ValueError(
+                f"is a section (outage_timeout); the storage URL {value!r} goes in study.storage"
+            )
+        return value
 
     @field_validator("training")
     @classmethod

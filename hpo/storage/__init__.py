@@ -7,6 +7,8 @@
     retry.py      fail a crashed, interrupted or stale trial and queue it again, resuming from its checkpoint
     folder_owner.py  which study an output folder belongs to (a marker file): another study's folder is refused
     retention.py  bound the disk after each trial (`study.keep_checkpoints`)
+    outage.py     ride out a storage that stops answering: backoff with jitter, up to `storage.outage_timeout`
+    riding.py     the RDBStorage every storage is: its calls ride out outages (`create_storage` returns one)
 
 Submodules are imported by name; this package imports nothing, so `hpo.storage.urls` stays cheap for the dashboards.
 """

@@ -7,7 +7,11 @@ even called), which is exactly what parallel Optuna workers do. Taking the write
 short waits; a BEGIN that still times out is retried with back-off. Measured in `tests/hpo/test_storage_load.py` and
 `bench/overhead/scheduling.py`; JournalStorage was the alternative, but it has no heartbeats, which crash recovery needs.
 
-PostgreSQL (many machines): plain RDBStorage with pre-ping, so connections dropped by the server are replaced.
+PostgreSQL (many machines): plain RDBStorage with pre-ping, so connections dropped by the server are replaced, and a
+connect timeout, so a server that does not answer at all (a network partition) fails a call in seconds, not minutes.
+
+Every storage returned rides out an outage (hpo.storage.riding, hpo.storage.outage): its calls wait for the database,
+up to `storage.outage_timeout`, and so does opening it (a worker restarted during an outage).
 
 `claim_lock(storage)` serialises "count the trials, then ask" across processes and machines, so n_trials is never
 exceeded: an advisory lock on PostgreSQL, an fcntl lock beside the SQLite file.
@@ -34,13 +38,17 @@ from sqlalchemy import event, exc, text
 from sqlalchemy.dialects import plugins as sqlalchemy_plugins
 from sqlalchemy.engine import CreateEnginePlugin, Engine
 
-from hpo.errors import ConfigError, HpoError
+from hpo.errors import ConfigError, HpoError, StorageUnreachable
+from hpo.storage.outage import is_unreachable, no_waiting, ride
+from hpo.storage.riding import make_riding
 from hpo.storage.sqlite_reads import ReadDeferredRDBStorage, only_reading
 from hpo.storage.urls import is_postgres_url, is_sqlite_url, redact, sqlite_path, with_postgres_driver
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 SQLITE_BEGIN_RETRIES = 8
 _PLUGIN_NAME = "hpo_sqlite_immediate"
+POSTGRES_CONNECT_TIMEOUT_S = 10
+_POSTGRES_ENGINE = {"pool_pre_ping": True, "connect_args": {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S}}
 
 StaleTrialCallback = Callable[[optuna.Study, FrozenTrial], None]
 
@@ -61,7 +69,7 @@ def create_storage(
     if is_sqlite_url(url):
         return _sqlite_storage(url, heartbeat)
     if is_postgres_url(url):
-        return _open_rdb(with_postgres_driver(url), {"pool_pre_ping": True}, heartbeat)
+        return _open_rdb(with_postgres_driver(url), _POSTGRES_ENGINE, heartbeat)
     if url.startswith(("mysql:", "mysql+")):
         return _open_rdb(url, {"pool_pre_ping": True}, heartbeat)
     raise ConfigError(
@@ -85,24 +93,32 @@ def _sqlite_storage(url: str, heartbeat: dict[str, Any]) -> RDBStorage:
         path.parent.mkdir(parents=True, exist_ok=True)
     _register_sqlite_plugin()
     engine_kwargs = {"plugins": [_PLUGIN_NAME], "connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
-    return _make_immediate(_open_rdb(url, engine_kwargs, heartbeat))
+    return make_riding(_make_immediate(_open_rdb(url, engine_kwargs, heartbeat)))
 
 
 def _open_rdb(url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any]) -> RDBStorage:
+    """The storage, once the database answers (an outage is waited out, up to `storage.outage_timeout`)."""
     last_error: Exception | None = None
     for attempt in range(5):  # several processes may create the tables at the same moment
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return RDBStorage(url, engine_kwargs=dict(engine_kwargs), **heartbeat)
+            opened = ride(lambda: _new_rdb(url, engine_kwargs, heartbeat), f"open {redact(url)}")
+            return opened if is_sqlite_url(url) else make_riding(opened)
         except ImportError as error:
             raise HpoError(
                 f"cannot open storage {redact(url)}: {error}; pip install 'hpo[postgres]' (psycopg 3)"
             ) from error
-        except Exception as error:  # sqlalchemy OperationalError, IntegrityError on a table-creation race
+        except StorageUnreachable as error:
+            raise StorageUnreachable(f"cannot open storage {redact(url)}: {error}") from error
+        except Exception as error:  # IntegrityError on a table-creation race; a wrong password
             last_error = error
             time.sleep(0.2 * (attempt + 1))
-    raise HpoError(f"cannot open storage {redact(url)}: {last_error}")
+    raise HpoError(f"cannot open storage {redact(url)}: {root_cause_line(last_error) if last_error else ''}")
+
+
+def _new_rdb(url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any]) -> RDBStorage:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return RDBStorage(url, engine_kwargs=dict(engine_kwargs), **heartbeat)
 
 
 def root_cause_line(error: BaseException) -> str:
@@ -120,6 +136,8 @@ def root_cause_line(error: BaseException) -> str:
 def is_storage_outage(error: BaseException) -> bool:
     """Whether `error` (or what caused it) says a database could not be reached or gave up on the operation: a
     restart, a dropped connection, a lock held too long. A fault of the machine, not of a trial's configuration."""
+    if is_unreachable(error):
+        return True
     kinds = (
         optuna.exceptions.StorageInternalError,
         exc.OperationalError,
@@ -199,7 +217,9 @@ def claim_lock(storage: BaseStorage, study_name: str, fallback_dir: Path | None 
     rdb = unwrap_rdb(storage)
     url = rdb.url if rdb is not None else ""
     if is_postgres_url(url):
-        with _postgres_advisory_lock(rdb, study_name):
+        # The lock lives in a server session: an outage inside the block ends the session and frees the lock, so the
+        # block's calls fail at once rather than wait and go on unlocked; the caller starts again from the lock.
+        with _postgres_advisory_lock(rdb, study_name), no_waiting():
             yield
         return
     path = sqlite_path(url)
@@ -229,8 +249,13 @@ def _postgres_advisory_lock(rdb: RDBStorage, study_name: str) -> Iterator[None]:
         try:
             yield
         finally:
-            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-            connection.commit()
+            try:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+                connection.commit()
+            except Exception as error:
+                if not is_unreachable(error):
+                    raise
+                # The server dropped the session, and the lock with it: nothing to release.
 
 
 def _advisory_key(study_name: str) -> int:

@@ -13,7 +13,10 @@ Every process trains into its local mirror (hpo.spec.output_url) and this module
     latest(run_dir)         the newest checkpoint with a marker: where a retry resumes.
     remove(checkpoint)      the marker first (readers stop seeing it), then the files; the local copy too.
 
-For a plain local output folder every function does what the local code did (or nothing). Credentials and the endpoint
+An object store that stops answering (a refused or dropped connection, a timeout) is waited for, as the database is
+(hpo.storage.outage, its own clock): an upload is done again whole, its marker last, so a checkpoint is marked saved
+only once every file is in the store; reads and fetches are tried again; past `storage.outage_timeout` the call raises
+StorageUnreachable. For a plain local output folder every function does what the local code did (or nothing). Credentials and the endpoint
 come from the environment as s3fs and botocore read them (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL or
 FSSPEC_S3_ENDPOINT_URL, AWS_PROFILE); nothing here prints them.
 """
@@ -26,15 +29,18 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from hpo.errors import StorageUnreachable
 from hpo.spec.output_url import MIRROR_PREFIX, remote_url
+from hpo.storage import outage
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 MARKER_SUFFIX = ".complete"
 _CHECKPOINT = "checkpoint-"
 
@@ -83,6 +89,9 @@ class ObjectStore:
     def manifest(self, checkpoint: Path) -> str | None:
         """The marker's text, or None when the checkpoint is not (completely) in the store."""
         key = self.key(checkpoint) + MARKER_SUFFIX
+        return _ride(lambda: self._cat(key), "read a checkpoint's marker")
+
+    def _cat(self, key: str) -> str | None:
         self._fresh(key)
         try:
             return self.fs.cat_file(key).decode()
@@ -102,17 +111,40 @@ class ObjectStore:
             marked, folders = snapshot.get(run_dir.name, (set(), set()))
             return set(marked), set(folders)
         key = self.key(run_dir)
-        self._fresh(key)
-        try:
-            entries = self.fs.ls(key, detail=False)
-        except FileNotFoundError:
-            return set(), set()
+        entries = _ride(lambda: self._ls(key), "list a trial's checkpoints")
         base = [str(entry).rstrip("/").rsplit("/", 1)[-1] for entry in entries]
         marked = {
             n[: -len(MARKER_SUFFIX)] for n in base if n.startswith(_CHECKPOINT) and n.endswith(MARKER_SUFFIX)
         }
         folders = {n for n in base if n.startswith(_CHECKPOINT) and not n.endswith(MARKER_SUFFIX)}
         return marked, folders
+
+    def _ls(self, key: str) -> list[Any]:
+        self._fresh(key)
+        try:
+            return list(self.fs.ls(key, detail=False))
+        except FileNotFoundError:
+            return []
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether the object store did not answer: a refused, dropped or timed-out connection anywhere in the cause chain
+    (botocore's ConnectionError family, aiohttp's, or Python's own). Looked up by name: botocore loads only with s3fs."""
+    seen: BaseException | None = error
+    for _ in range(10):  # a cause chain is short; a cycle in one must not loop for ever
+        if seen is None:
+            return False
+        if isinstance(seen, StorageUnreachable | ConnectionError | TimeoutError):
+            return True
+        names = {(kind.__module__.split(".")[0], kind.__name__) for kind in type(seen).__mro__}
+        if ("botocore", "ConnectionError") in names or ("aiohttp", "ClientConnectionError") in names:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _ride(call: Callable[[], T], what: str) -> T:
+    return outage.ride(call, what, unreachable=unreachable, on=outage.store_clock)
 
 
 # mirror -> trial folder name -> (checkpoints with a marker, checkpoint folders): one listing of the whole store while
@@ -186,6 +218,18 @@ def upload(checkpoint: str | Path, output_dir: str | Path) -> Transfer | None:
     if not is_complete(local):
         raise FileNotFoundError(f"{local} is not a complete checkpoint (no {STATE_FILE})")
     started = time.perf_counter()
+    manifest = _ride(lambda: _put(store, local), "upload a checkpoint")
+    _marker(local).write_text(manifest)  # the local copy is the one the store now holds
+    sizes = json.loads(manifest)["files"]
+    done = Transfer(len(sizes), sum(sizes.values()), time.perf_counter() - started)
+    logger.info(
+        "uploaded %s: %d files, %d bytes in %.2f s", store.key(local), done.files, done.bytes, done.seconds
+    )
+    return done
+
+
+def _put(store: ObjectStore, local: Path) -> str:
+    """Every file of the checkpoint, then its marker (a manifest); the manifest. Done again whole after an outage."""
     fs, key = store.fs, store.key(local)
     if store.manifest(local) is not None:
         fs.rm_file(
@@ -200,10 +244,7 @@ def upload(checkpoint: str | Path, output_dir: str | Path) -> Transfer | None:
         fs.put_file(str(path), target)
     manifest = json.dumps({"id": uuid.uuid4().hex, "files": sizes}, sort_keys=True)
     fs.pipe_file(key + MARKER_SUFFIX, manifest.encode())
-    _marker(local).write_text(manifest)  # the local copy is the one the store now holds
-    done = Transfer(len(files), sum(sizes.values()), time.perf_counter() - started)
-    logger.info("uploaded %s: %d files, %d bytes in %.2f s", key, done.files, done.bytes, done.seconds)
-    return done
+    return manifest
 
 
 def remove(checkpoint: str | Path, output_dir: str | Path) -> None:
@@ -239,7 +280,7 @@ def fetch(path: str | Path | None, output_dir: str | Path) -> tuple[Path | None,
     marker = _marker(local)
     if local.is_dir() and marker.is_file() and marker.read_text() == manifest:
         return local, Transfer()
-    return local, _download(store, local, manifest)
+    return local, _ride(lambda: _download(store, local, manifest), "fetch a checkpoint")
 
 
 def _download(store: ObjectStore, local: Path, manifest: str) -> Transfer:

@@ -25,6 +25,7 @@ from hpo.errors import ConfigError, HpoError
 from hpo.spec import FieldProblem, StudySpec, metric_key
 from hpo.storage.best import best_complete_trial
 from hpo.storage.database import create_storage, dispose_connections, unwrap_rdb
+from hpo.storage.outage import ride
 from hpo.storage.rung_sampler import RungTPESampler
 from hpo.storage.sqlite_reads import reading
 from hpo.storage.urls import redact, sqlite_path
@@ -298,14 +299,18 @@ def set_user_attrs(study: optuna.Study, trial: optuna.Trial, attrs: Mapping[str,
             trial.set_user_attr(key, value)
         return
     number = trial_id(trial)
-    with _create_scoped_session(backend.scoped_session, True) as session:
-        if backend.engine.name == "sqlite" and attrs:
-            _upsert_user_attrs(backend, session, number, attrs)
-        else:
-            for key, value in attrs.items():
-                backend._set_trial_attr_without_commit(  # noqa: SLF001
-                    session, rdb_models.TrialUserAttributeModel, number, key, value
-                )
+
+    def write() -> None:  # an upsert: written again after a lost answer, it changes nothing
+        with _create_scoped_session(backend.scoped_session, True) as session:
+            if backend.engine.name == "sqlite" and attrs:
+                _upsert_user_attrs(backend, session, number, attrs)
+            else:
+                for key, value in attrs.items():
+                    backend._set_trial_attr_without_commit(  # noqa: SLF001
+                        session, rdb_models.TrialUserAttributeModel, number, key, value
+                    )
+
+    ride(write, "record a trial's attributes")
     trial._cached_frozen_trial.user_attrs.update(attrs)  # noqa: SLF001 - what trial.user_attrs reads, as set_user_attr
 
 
@@ -357,14 +362,37 @@ def update_trial(
         return _update_one_by_one(
             study, trial_id, only_if, state, user_attrs or {}, system_attrs or {}, heartbeat
         )
+    attempts = 0
+
+    def update() -> bool:
+        nonlocal attempts
+        attempts += 1
+        return _update_once(
+            backend, trial_id, only_if, state, user_attrs or {}, system_attrs or {}, heartbeat, attempts > 1
+        )
+
+    return ride(update, "update a trial")
+
+
+def _update_once(
+    backend: Any,
+    trial_id: int,
+    only_if: TrialState,
+    state: TrialState | None,
+    user_attrs: Mapping[str, Any],
+    system_attrs: Mapping[str, Any],
+    heartbeat: bool,
+    retried: bool,
+) -> bool:
     try:
         with _create_scoped_session(backend.scoped_session) as session:
             trial = rdb_models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
             if trial.state != only_if:
-                return False
+                # Tried again after an outage: the first attempt may have been committed, its answer lost.
+                return retried and state is not None and trial.state == state
             for model, attrs in (
-                (rdb_models.TrialUserAttributeModel, user_attrs or {}),
-                (rdb_models.TrialSystemAttributeModel, system_attrs or {}),
+                (rdb_models.TrialUserAttributeModel, user_attrs),
+                (rdb_models.TrialSystemAttributeModel, system_attrs),
             ):
                 _write_attrs(backend, session, model, trial_id, attrs)
             if heartbeat:
@@ -434,12 +462,16 @@ def unbeaten_trial_ids(study: optuna.Study) -> list[int]:
     older_than = heartbeat_grace(study)
     if backend is None or older_than is None:
         return []
+    return ride(lambda: _unbeaten(backend, study_id(study), older_than), "look for unbeaten trials")
+
+
+def _unbeaten(backend: Any, study: int, older_than: float) -> list[int]:
     now = datetime.datetime.now()  # as Optuna stamps datetime_start: this client's local time
     found = []
     with reading(), _create_scoped_session(backend.scoped_session) as session:
         running = (
             session.query(rdb_models.TrialModel)
-            .filter(rdb_models.TrialModel.study_id == study_id(study))
+            .filter(rdb_models.TrialModel.study_id == study)
             .filter(rdb_models.TrialModel.state == TrialState.RUNNING)
             .all()
         )

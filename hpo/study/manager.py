@@ -30,6 +30,7 @@ from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.pool import run_trials
 from hpo.scheduling.spawn import StartedAhead, start_workers_ahead
 from hpo.spec import StudySpec, load_study_spec
+from hpo.storage import outage
 from hpo.storage.folder_owner import open_study_in_its_folder
 from hpo.storage.retention import after_trial
 from hpo.storage.retry import requeue_stale_trials
@@ -121,6 +122,7 @@ def run_loaded_study(
     (`hpo run` starts them before it imports torch); else they start here, before the dry run."""
     started = time.monotonic()
     n_trials, timeout = trial_budget(spec, n_trials, timeout)
+    outage.set_timeout(spec.storage_options.outage_timeout)  # how long this process waits for the storage
     # The workers import torch and the trial code (seconds) while this process checks the file and opens the study;
     # on any error before the trials start they are ended.
     if ahead is None and not in_process:
@@ -158,6 +160,7 @@ def join_study(
 ) -> optuna.Study:
     """`hpo worker`: run this machine's slots on a study that other machines may be running too."""
     n_trials, timeout = trial_budget(spec, n_trials, timeout)
+    outage.set_timeout(spec.storage_options.outage_timeout)
     # The workers load while the study opens.
     with start_workers_ahead(spec.resources, spec.output_dir, workers=workers, gpus=gpus) as ahead:
         study = open_study_in_its_folder(spec, storage=storage)

@@ -6,14 +6,23 @@ return normally; the trial is then told PRUNED with the step at which it was pru
 
 Under torch.distributed only rank 0 holds the Optuna trial. It decides, and the decision is broadcast through the
 Trainer's strategy so that every rank stops at the same step and no collective is left waiting.
+
+A storage outage does not stop training: a report the storage cannot take is kept, in order, and no pruning decision
+is made while it is down (the pruner reads every trial from the storage); the kept reports are written first at the
+next evaluation the storage answers, or at the end of training, and those still kept then go with the trial's outcome
+to its worker, which writes them before it records the result (hpo.scheduling.worker.finish).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
+from hpo.storage.outage import is_unreachable, no_waiting, root_cause
 from trainer import TrainerCallback
+
+logger = logging.getLogger(__name__)
 
 PARAMETER_COUNT_KEY = "eval_num_parameters"
 
@@ -74,6 +83,10 @@ class OptunaPruningCallback(TrainerCallback):
         self.objective = objective
         self.pruned_step: int | None = None
         self.pruned_value: float | None = None
+        self.kept: list[
+            tuple[int, float]
+        ] = []  # (step, value) reports the storage has not taken yet, in order
+        self.kept_total = 0  # reports ever kept (for the log and the figures)
 
     def value_of(self, metrics: dict[str, Any]) -> float | None:
         if self.objective is not None:
@@ -97,11 +110,57 @@ class OptunaPruningCallback(TrainerCallback):
         if is_zero and self.trial is not None and value is not None and math.isfinite(value):
             # A non-finite value is not reported: Optuna's pruners would compare NaN and decide nothing useful; a
             # non-finite objective fails the trial when it ends.
-            self.trial.report(value, step)
-            decision = bool(self.trial.should_prune())
+            decision = self._report(step, value)
         if strategy is not None and getattr(strategy, "world_size", 1) > 1:
             decision = bool(strategy.broadcast_object(decision, src=0))
         return decision
+
+    def _report(self, step: int, value: float) -> bool:
+        """Report (kept reports first) and ask the pruner; False, with the report kept, while the storage is down."""
+        earlier = len(self.kept)
+        self.kept.append((step, value))
+        try:
+            with no_waiting():  # training must not wait on the storage
+                self.write_kept()
+                if earlier:
+                    logger.warning(
+                        "trial %s: storage answers; %d kept report(s) written", self._number, earlier
+                    )
+                return bool(self.trial.should_prune())
+        except Exception as error:
+            if not is_unreachable(error):
+                raise
+            if self.kept and self.kept[-1][0] == step:
+                self.kept_total += 1
+                if len(self.kept) == 1:
+                    logger.warning(
+                        "trial %s: reports kept until the storage answers (%s); no pruning decision meanwhile",
+                        self._number,
+                        root_cause(error),
+                    )
+            return False
+
+    @property
+    def _number(self) -> Any:
+        return getattr(self.trial, "number", "?")
+
+    def write_kept(self) -> None:
+        """Write the kept reports, oldest first; each leaves the list only once written (a failure keeps the rest)."""
+        while self.kept:
+            step, value = self.kept[0]
+            self.trial.report(value, step)
+            self.kept.pop(0)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        """A last try for the kept reports; what the storage still refuses goes with the outcome (`kept`)."""
+        if not self.kept or self.trial is None:
+            return
+        try:
+            with no_waiting():
+                self.write_kept()
+        except Exception as error:
+            if not is_unreachable(error):
+                raise
 
 
 def _as_float(value: Any) -> float:

@@ -9,6 +9,7 @@ set right before `model_init`, new callback instances (an early-stopping counter
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import os
 import time
@@ -25,8 +26,9 @@ from optuna.trial import TrialState
 from hpo.spec import StudySpec
 from hpo.storage import remote
 from hpo.storage.database import is_storage_outage
+from hpo.storage.outage import is_unreachable, no_waiting
 from hpo.storage.retry import process_identity
-from hpo.storage.study_db import set_user_attrs
+from hpo.storage.study_db import set_user_attrs, storage_of, trial_id
 from hpo.tracking.callbacks import build_tracking_callbacks, finish_tracking
 from hpo.tracking.footprint import footprint
 from hpo.tracking.run_info import RunInfo, origin_attrs
@@ -49,6 +51,8 @@ from trainer import (
     set_seed,
 )
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class TrialOutcome:
@@ -57,6 +61,9 @@ class TrialOutcome:
     pruned_step: int | None
     error: str | None
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    # (step, value) reports the storage did not take while the trial trained (an outage): its worker writes them,
+    # in order, before it records the outcome (hpo.trial.pruning).
+    kept_reports: list[tuple[int, float]] = field(default_factory=list)
 
 
 def trial_dir(spec: StudySpec, number: int) -> Path:
@@ -168,7 +175,8 @@ def _train_and_score(
     earlier = trial.user_attrs.get("uploaded") if isinstance(trial, optuna.Trial) else None
     # Uploaded before the scheduler's callbacks (`extra`) act on the save: a PBT member that waits in place at its
     # interval must already be in the object store, for a member on another machine may copy it meanwhile.
-    callbacks += upload_callbacks(spec.output_dir, lambda total: _record_upload(trial, total), earlier)
+    uploads = upload_callbacks(spec.output_dir, lambda total: _record_upload(trial, total), earlier)
+    callbacks += uploads
     callbacks += extra
     set_seed(args.seed)
     trainer = Trainer(
@@ -191,7 +199,7 @@ def _train_and_score(
         outcome.user_attrs["best_checkpoint"] = paused_best_checkpoint(
             spec, tracker, chain_dirs(run_dir, resume_from), trainer.state
         )
-        return outcome
+        return _with_kept_reports(outcome, pruning, uploads)
     if (
         not tracker.evaluations
         and eval_dataset is not None
@@ -204,13 +212,35 @@ def _train_and_score(
         footprint(trainer.model, trainer.state, run_dir)
     )  # trainable params, checkpoint size
     del trainer
+    return _with_kept_reports(outcome, pruning, uploads)
+
+
+def _with_kept_reports(
+    outcome: TrialOutcome, pruning: OptunaPruningCallback | None, uploads: list[TrainerCallback]
+) -> TrialOutcome:
+    """What an outage kept from the storage travels with the outcome: the reports (how many were kept is recorded)
+    and the total of uploaded checkpoints."""
+    for upload in uploads:
+        if upload.total["checkpoints"]:  # type: ignore[attr-defined]
+            outcome.user_attrs["uploaded"] = dict(upload.total)  # type: ignore[attr-defined]
+    if pruning is not None and pruning.kept_total:
+        outcome.kept_reports = list(pruning.kept)
+        outcome.user_attrs["reports_kept"] = pruning.kept_total
     return outcome
 
 
 def _record_upload(trial: optuna.Trial, total: dict[str, Any]) -> None:
-    """The trial's running total of uploaded checkpoints (a FixedTrial of another rank has no storage)."""
-    if isinstance(trial, optuna.Trial):
-        trial.set_user_attr("uploaded", total)
+    """The trial's running total of uploaded checkpoints (a FixedTrial of another rank has no storage). Training does
+    not wait for the storage to take it: the total counts only uploads that succeeded, the next one writes a newer
+    total, and the trial's outcome carries the last (`uploaded` in its attributes)."""
+    if not isinstance(trial, optuna.Trial):
+        return
+    try:
+        with no_waiting():
+            trial.set_user_attr("uploaded", total)
+    except Exception as error:
+        if not is_unreachable(error):
+            raise
 
 
 def memory_attrs(peaks: dict[str, int | None]) -> dict[str, int]:
@@ -395,12 +425,28 @@ def _saved(checkpoint: Path, output_dir: Path) -> bool:
 
 
 def record_outcome(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
-    """Store the user attributes and tell the study how the trial ended."""
+    """Store the kept reports and the user attributes, and tell the study how the trial ended."""
+    write_kept_reports(study, trial, outcome)
     _set_attrs(study, trial, outcome.user_attrs)
     if outcome.state == TrialState.COMPLETE:
         study.tell(trial, outcome.values)
     else:
         study.tell(trial, state=outcome.state)
+
+
+def write_kept_reports(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    """The reports the trial's process could not write during an outage (`kept_reports`), in order; each is an upsert on
+    (trial, step), so one written again after a lost answer is still written once. The list is emptied as written."""
+    kept, outcome.kept_reports = outcome.kept_reports, []
+    if not kept:
+        return
+    storage = storage_of(study)  # by id: the trial may have been sent from another process
+    try:
+        for step, value in kept:
+            storage.set_trial_intermediate_value(trial_id(trial), step, value)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return  # ended meanwhile (swept as stale): its retry reports again from its checkpoint
+    logger.warning("trial %d: %d report(s) kept during an outage written", trial.number, len(kept))
 
 
 def _set_attrs(
