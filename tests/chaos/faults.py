@@ -21,6 +21,7 @@ import psutil
 from plan import GRACE_S, Fault
 from proxy import OutageProxy
 
+POSTGRES_SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "postgres.sh"
 PREEMPT_WAIT_S = 60.0  # a SIGTERMed run saves at the next step and exits; it must not take longer than this
 
 
@@ -148,7 +149,7 @@ class Session:
         for back in self.outages:
             if back.is_alive():
                 back.cancel()
-                pg_ctl(self, "start")
+                pg_start(self)
         if self.proxy is not None:
             self.proxy.end_outage()
 
@@ -254,7 +255,7 @@ def pg_outage(session: Session, fault: Fault, rng: random.Random) -> str | None:
     if not pg_ctl(session, "stop"):
         return None
     seconds = float(fault.detail)
-    back = threading.Timer(seconds, pg_ctl, args=(session, "start"))
+    back = threading.Timer(seconds, pg_start, args=(session,))
     back.daemon = True
     back.start()
     session.outages.append(back)
@@ -269,6 +270,22 @@ def s3_outage(session: Session, fault: Fault, rng: random.Random) -> str | None:
     seconds = float(fault.detail)
     session.proxy.down(seconds)
     return f"object store down for {seconds:.0f} s"
+
+
+def pg_start(session: Session) -> bool:
+    """Start the stopped server as `.ci/postgres.sh` first did (its port and options; a bare `pg_ctl start` would
+    listen on PostgreSQL's default port instead)."""
+    if session.pg_data is None:
+        return False
+    done = subprocess.run(
+        ["bash", str(POSTGRES_SCRIPT), "start"],
+        env={**os.environ, "HPO_PG_DATA": str(session.pg_data)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=90,
+        check=False,
+    )
+    return done.returncode == 0
 
 
 def pg_ctl(session: Session, action: str) -> bool:
