@@ -2,7 +2,10 @@
 
 The loop only puts rows on a bounded queue (`submit` never blocks); one thread opens the store, gathers rows into batches
 and writes each batch in one transaction, every `flush_interval` seconds or `batch_size` rows, and at `close`. A store
-that is slow or down costs rows (counted in `dropped`, and warned about once), never the trial and never a stalled step.
+that does not answer (a database restart or failover, a SQLite file locked past its busy timeout) is waited for, up to
+`storage.outage_timeout` (hpo.storage.outage), with its rows on the queue: `close` waits for them as long. A store that
+fails otherwise, or a queue that fills meanwhile, costs rows (counted in `dropped`, and warned about once), never the
+trial and never a stalled step.
 Checkpoint digests are computed here too, so hashing a large checkpoint never holds up training.
 """
 
@@ -15,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from hpo.storage import outage
 from hpo.tracking.digest import digest_path
 from hpo.tracking.logs import numeric_items
 from hpo.tracking.store import Batch, ExperimentStore
@@ -49,6 +53,7 @@ class BackgroundWriter:
         self._flush_requests = 0
         self._flushes_done = 0
         self._closed = False
+        self._down_since: float | None = None  # the store stopped answering (an outage): its rows wait
         self._thread = threading.Thread(target=self._run, name="hpo-store-writer", daemon=True)
         self._thread.start()
 
@@ -94,6 +99,10 @@ class BackgroundWriter:
             logger.warning("experiment store writer: could not stop within %.0f s", timeout)
             return
         self._thread.join(timeout)
+        while self._thread.is_alive() and self.waiting_out_an_outage():
+            self._thread.join(
+                1.0
+            )  # the rows wait for the store as the study does, up to storage.outage_timeout
         if self._thread.is_alive():
             logger.warning("experiment store writer: rows still pending after %.0f s were dropped", timeout)
         if self.dropped:
@@ -143,19 +152,42 @@ class BackgroundWriter:
     def _write(self, batch: Batch) -> None:
         if not len(batch):
             return
-        for attempt in range(self.write_attempts):
+        failures, waits = 0, outage.backoff_caps()
+        while True:
             try:
                 if self._store is None:
                     self._store = self._open_store()
                 self._store.write(batch)
                 self.written += len(batch)
+                self._answered()
                 return
             except Exception as error:  # a store that is down costs rows, never the trial
                 self.last_error = f"{type(error).__name__}: {error}"
                 self._reset_store()
-                if attempt < self.write_attempts - 1:
-                    time.sleep(0.2 * 2**attempt)
+                if outage.is_unreachable(error) and self._wait_out(error):
+                    time.sleep(outage.jittered(next(waits)))
+                    continue
+                failures += 1
+                if failures >= self.write_attempts:
+                    break
+                time.sleep(0.2 * 2 ** (failures - 1))
         self._drop(len(batch), self.last_error or "write failed")
+
+    def _wait_out(self, error: BaseException) -> bool:
+        """Whether to wait for a store that does not answer: yes until storage.outage_timeout has passed."""
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            logger.info("experiment store unreachable (%s); its rows wait", outage.root_cause(error))
+        return self.waiting_out_an_outage()
+
+    def waiting_out_an_outage(self) -> bool:
+        since = self._down_since
+        return since is not None and time.monotonic() - since < outage.clock.timeout
+
+    def _answered(self) -> None:
+        if self._down_since is not None:
+            logger.info("experiment store back after %.0f s", time.monotonic() - self._down_since)
+            self._down_since = None
 
     def _reset_store(self) -> None:
         if self._store is not None:

@@ -87,6 +87,7 @@ class OptunaPruningCallback(TrainerCallback):
             tuple[int, float]
         ] = []  # (step, value) reports the storage has not taken yet, in order
         self.kept_total = 0  # reports ever kept (for the log and the figures)
+        self.looked_back = False  # a retry's restored evaluations compared with its chain's reports (once)
 
     def value_of(self, metrics: dict[str, Any]) -> float | None:
         if self.objective is not None:
@@ -96,6 +97,9 @@ class OptunaPruningCallback(TrainerCallback):
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self.pruned_step is not None or not metrics:
             return
+        if not self.looked_back:
+            self.looked_back = True
+            self.kept[:0] = self.lost_before(state.log_history, state.global_step)
         value = self.value_of(metrics)
         decision = self._decide(state.global_step, value, kwargs.get("trainer"))
         if decision:
@@ -140,6 +144,37 @@ class OptunaPruningCallback(TrainerCallback):
                     )
             return False
 
+    def lost_before(self, log_history: list[dict[str, Any]], step: int) -> list[tuple[int, float]]:
+        """A retry's evaluations before `step` (restored from its checkpoint's log history) that no attempt of its
+        configuration reported: the reports an earlier attempt kept through a storage outage and lost when its
+        process was killed. Kept here, they are written with this attempt's first report. Nothing for a first attempt
+        or while the storage is down (best effort: the chain's reports are read once)."""
+        if getattr(self.trial, "user_attrs", {}).get("requeued_from_trial") is None:
+            return []
+        try:
+            with no_waiting():
+                reported = _chain_reports(self.trial.study, self.trial.number)
+        except Exception as error:
+            if not is_unreachable(error):
+                raise
+            return []
+        lost = {}
+        for entry in log_history:
+            at = entry.get("step")
+            if at is None or at >= step or at in reported or not any(k.startswith("eval_") for k in entry):
+                continue
+            value = self.value_of(entry)
+            if value is not None and math.isfinite(value):
+                lost[int(at)] = value
+        if lost:
+            logger.warning(
+                "trial %s: %d report(s) an earlier attempt lost are written from its checkpoint (steps %s)",
+                self._number,
+                len(lost),
+                sorted(lost),
+            )
+        return sorted(lost.items())
+
     @property
     def _number(self) -> Any:
         return getattr(self.trial, "number", "?")
@@ -161,6 +196,19 @@ class OptunaPruningCallback(TrainerCallback):
         except Exception as error:
             if not is_unreachable(error):
                 raise
+
+
+def _chain_reports(study: Any, number: int) -> set[int]:
+    """The steps reported by trial `number` and the attempts it continues (`requeued_from_trial`, back to the first)."""
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+    steps: set[int] = set()
+    seen: set[int] = set()
+    while number in by_number and number not in seen:
+        seen.add(number)
+        trial = by_number[number]
+        steps |= set(trial.intermediate_values)
+        number = trial.user_attrs.get("requeued_from_trial", -1)
+    return steps
 
 
 def _as_float(value: Any) -> float:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from hpo.storage import outage
 from hpo.tracking.store import open_store
 from hpo.tracking.writer import BackgroundWriter
 
@@ -63,10 +64,27 @@ def test_flush_writes_everything_submitted(tmp_path):
     writer.close()
 
 
-def test_a_store_that_is_down_costs_rows_not_the_trial():
-    def unreachable():
-        return open_store("postgresql://nobody:wrong@127.0.0.1:1/none")
+def unreachable():
+    return open_store("postgresql://nobody:wrong@127.0.0.1:1/none")  # refused, as a server that is restarting
 
+
+def test_rows_wait_for_a_store_that_stops_answering_and_none_is_lost(tmp_path):
+    back_at = time.monotonic() + 1.5
+
+    def restarting():
+        return unreachable() if time.monotonic() < back_at else open_store(tmp_path / "e.db")
+
+    writer = BackgroundWriter(restarting, flush_interval=0.01, write_attempts=2)
+    for step in range(100):
+        assert writer.submit("metrics", {"run_id": "r", "step": step, "name": "loss", "value": 1.0}) is True
+    writer.close(timeout=0.5)  # shorter than the outage: close waits for it, up to storage.outage_timeout
+
+    assert writer.dropped == 0 and writer.written == 100
+    assert [m["step"] for m in open_store(tmp_path / "e.db").metrics("r")] == list(range(100))
+
+
+def test_a_store_down_past_the_outage_timeout_costs_rows_not_the_trial(monkeypatch):
+    monkeypatch.setattr(outage.clock, "timeout", 1.0)
     writer = BackgroundWriter(unreachable, flush_interval=0.01, write_attempts=2)
     started = time.perf_counter()
     for step in range(100):
