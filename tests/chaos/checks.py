@@ -140,16 +140,26 @@ def check_asha(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
             (c for c in reached if level in reached[c] and math.isfinite(reached[c][level])),
             key=lambda c: (-reached[c][level] if maximize else reached[c][level], c),
         )
-        for config in ranked[: len(ranked) // eta]:
-            end = last[config]
-            if (
-                end.state != TrialState.FAIL
-                and levels[k + 1] not in reached[config]
-                and end.state != TrialState.COMPLETE
-            ):
-                problems.append(
-                    f"trial {end.number} is in the top 1/{eta} at step {level} but was never promoted"
-                )
+        top = ranked[: len(ranked) // eta]
+        if not top:
+            continue
+        # Configurations tied at the cutoff: any of them may take the places left (the scheduler breaks a tie by its
+        # own order), so only a shortfall among them is a violation.
+        cutoff = reached[top[-1]][level]
+        tied = [c for c in ranked if reached[c][level] == cutoff]
+        places = len(top) - sum(reached[c][level] != cutoff for c in top)
+
+        def owed(config: int, next_level: int = levels[k + 1]) -> bool:
+            done = last[config].state in (TrialState.FAIL, TrialState.COMPLETE)
+            return not done and next_level not in reached[config]
+
+        unpromoted = [c for c in top if reached[c][level] != cutoff and owed(c)]
+        if sum(not owed(c) for c in tied) < places:
+            unpromoted += [c for c in tied if owed(c)][: places - sum(not owed(c) for c in tied)]
+        for config in unpromoted:
+            problems.append(
+                f"trial {last[config].number} is in the top 1/{eta} at step {level} but was never promoted"
+            )
     return problems
 
 
