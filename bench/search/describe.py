@@ -12,6 +12,7 @@ with another's (a coarse or noisy evaluation).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def row(recording: Recording) -> list[str]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0]).parse_args()
     header = [
         "problem",
         "study",

@@ -138,8 +138,8 @@ def methods_for(problem: Problem) -> list[Method]:
             levels=first_evaluation(problem),
             gate=RankGate(STARTUP_TRIALS, -1.0),
         ),
-        Method(
-            HPO_METHOD,
+        Method(  # hpo's default before issue 36 (the rung at the first evaluation, with the multi-fidelity TPE)
+            "mftpe+asha-first-eval",
             "study",
             asha=True,
             underfilled=True,

@@ -160,9 +160,15 @@ def listing(output_dir: str | Path) -> Iterator[None]:
         yield
         return
     root = store.key(store.mirror)
-    store._fresh(root)
+
+    def find() -> list[str]:
+        store._fresh(root)
+        return list(store.fs.find(root))
+
     snapshot: dict[str, tuple[set[str], set[str]]] = {}
-    for path in store.fs.find(root):
+    for path in _ride(
+        find, "list the study's checkpoints"
+    ):  # retention waits out an outage too (chaos seed 687277)
         parts = str(path)[len(root) :].strip("/").split("/")
         if len(parts) < 2 or not parts[0].startswith("trial-") or not parts[1].startswith(_CHECKPOINT):
             continue
