@@ -42,6 +42,7 @@ from plan import FAULT_KINDS, OUTAGE_S, Fault, Scenario, draw_scenario, time_sca
 from proxy import OutageProxy
 
 from hpo.spec import load_spec
+from hpo.storage.study_db import storage_url
 
 # Each limit in seconds is multiplied by plan.time_scale() (the machine's load), so slowness is not a finding.
 RUN_DEADLINE_S = 300.0  # one chaos run, faults and restarts included; past it the study "did not complete"
@@ -113,6 +114,11 @@ def run_one(
     scale = time_scale()
     in_store = store if scenario.object_store else None
     path = write_study(folder, scenario, storage, scale, bucket=in_store.bucket if in_store else None)
+    if (
+        in_store is not None and storage is None
+    ):  # SQLite in the mirror of the object store: where hpo run keeps it
+        with environment(in_store.env):
+            storage = storage_url(load_spec(path))
     session = Session(
         folder,
         storage,
