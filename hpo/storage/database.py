@@ -39,7 +39,7 @@ from sqlalchemy.dialects import plugins as sqlalchemy_plugins
 from sqlalchemy.engine import CreateEnginePlugin, Engine
 
 from hpo.errors import ConfigError, HpoError, StorageUnreachable
-from hpo.storage.outage import is_unreachable, no_waiting, ride
+from hpo.storage.outage import is_unreachable, no_waiting, ride, root_cause
 from hpo.storage.riding import make_riding
 from hpo.storage.sqlite_reads import ReadDeferredRDBStorage, only_reading
 from hpo.storage.urls import is_postgres_url, is_sqlite_url, redact, sqlite_path, with_postgres_driver
@@ -121,16 +121,9 @@ def _new_rdb(url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any])
         return RDBStorage(url, engine_kwargs=dict(engine_kwargs), **heartbeat)
 
 
-def root_cause_line(error: BaseException) -> str:
-    """The first line of what caused `error` at the bottom (psycopg2's "connection refused", sqlite3's "unable to open
-    database file"), rather than a wrapper's (Optuna's "An exception is raised during the commit. This typically happens
-    due to invalid data in the commit"), which names no cause and suggests a wrong one."""
-    for _ in range(10):  # a cause chain is short; a cycle in one must not loop for ever
-        if error.__cause__ is None:
-            break
-        error = error.__cause__
-    text = str(error).strip()
-    return text.splitlines()[0][:200] if text else type(error).__name__
+# The first line of what caused an error at the bottom (psycopg's "connection refused"), not a wrapper's (Optuna's
+# "An exception is raised during the commit ... invalid data", which names no cause and suggests a wrong one).
+root_cause_line = root_cause
 
 
 def is_storage_outage(error: BaseException) -> bool:
