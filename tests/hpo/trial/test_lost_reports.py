@@ -11,19 +11,26 @@ from trainer import TrainerControl, TrainerState
 
 
 def history(steps: list[int]) -> list[dict]:
-    return [{"step": s, "eval_accuracy": s / 100, "eval_loss": 1.0} for s in steps] + [{"step": 3, "loss": 2.0}]
+    return [{"step": s, "eval_accuracy": s / 100, "eval_loss": 1.0} for s in steps] + [
+        {"step": 3, "loss": 2.0}
+    ]
 
 
 def test_a_retry_writes_the_evaluations_its_chain_never_reported_in_order_before_its_own(tmp_path):
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", direction="maximize")
     first = study.ask()
-    for step in (4, 8):  # reported; 12 and 16 were kept when the storage went down, then the process was killed
+    for step in (
+        4,
+        8,
+    ):  # reported; 12 and 16 were kept when the storage went down, then the process was killed
         first.report(step / 100, step)
     study.tell(first, state=TrialState.FAIL)
     retry = study.ask()
     retry.set_user_attr("requeued_from_trial", first.number)
     callback = OptunaPruningCallback(retry, metric="eval_accuracy")
-    state = TrainerState(global_step=24, log_history=history([4, 8, 12, 16, 20]))  # resumed from checkpoint-20
+    state = TrainerState(
+        global_step=24, log_history=history([4, 8, 12, 16, 20])
+    )  # resumed from checkpoint-20
 
     callback.on_evaluate(None, state, TrainerControl(), metrics={"eval_accuracy": 0.24})
 
