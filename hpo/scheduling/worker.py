@@ -9,9 +9,9 @@
         while no stop was asked and the deadline has not passed:
             on a shared GPU: wait while the GPU gate says no trial may start  (hpo.scheduling.gpu_gate)
             claim_trial():                                                          # CLAIM
-                fail_stale_trials()            # trials whose heartbeat stopped (a dead worker anywhere) -> queued
-                                               # (not within a grace period of an outage's end)
                 with claim_lock(study):        # one claimer at a time across processes and machines
+                    fail_stale_trials()        # trials whose heartbeat stopped (a dead worker anywhere) -> queued
+                                               # (not within a grace period of an outage's end)
                     if n_trials is not used up: trial = study.ask()   (queued retries come first)
                     its worker named; record_heartbeat(trial)   # so a crash from here on is found
                 -> a trial | WAIT (a running trial may still be queued again) | None (nothing left: leave)
@@ -227,12 +227,13 @@ def claim_trial(
         policy = (
             None  # no heartbeat could be written during the outage: give every worker a grace period to beat
         )
-    if policy is not None:
-        for number in fail_stale_trials(study, policy):
-            logger.warning("trial %d: its worker stopped beating; queued again", number)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna warns that heartbeats are meant for Study.optimize
         with claim_lock(storage_of(study), study.study_name, lock_dir):
+            # Under the lock: a stale trial's FAIL and its retry's enqueue are two writes, and the repair of a retry
+            # never queued (below) between them queued a second retry (chaos seed 30510, two stopped workers).
+            for number in fail_stale_trials(study, policy) if policy is not None else []:
+                logger.warning("trial %d: its worker stopped beating; queued again", number)
             # Under the lock, where no live claimer is between creating a trial and its first beat.
             for number in fail_unbeaten_trials(study, policy) if policy is not None else []:
                 logger.warning("trial %d: its claimer died before its first heartbeat; queued again", number)
