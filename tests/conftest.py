@@ -63,6 +63,21 @@ def postgres_url() -> str:
 
 
 @pytest.fixture
+def pg_data() -> str:
+    """The loopback server's data folder (`HPO_PG_DATA`), for tests that stop and start it. Without it a developer's run
+    skips; a CI run fails, as for the server's URL."""
+    data = os.environ.get("HPO_PG_DATA")
+    if data:
+        return data
+    message = (
+        "HPO_PG_DATA is not set: the server's data folder is needed to stop and start it (.ci/run sets it)"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
 def s3_endpoint() -> str:
     """The S3 API `.ci/run` starts on loopback (`bash .ci/s3.sh start` prints the URL: moto's server). Without it a
     developer's run skips; a CI run fails, as for PostgreSQL."""

@@ -54,13 +54,10 @@ def test_a_study_survives_a_postgres_restart_and_killed_workers(tmp_path: Path, 
 
 @pytest.mark.postgres
 def test_a_study_waits_out_a_postgres_outage_with_a_worker_killed_inside_it(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, postgres_url: str, pg_data: str
 ) -> None:
     """The server down for 40 s from a random moment (`pg_outage`), a worker killed while it is down: the study ends
     with no configuration lost to the outage and no report missing."""
-    pg_data = os.environ.get("HPO_PG_DATA")
-    if not pg_data:
-        pytest.skip("HPO_PG_DATA is not set: the harness stops the server through its data folder")
     faults = [Fault("pg_outage", 0.5, "40"), Fault("kill_worker", 5.0)]
     check(Scenario(7, "pruner", True, 2, False, faults), tmp_path / "study", postgres_url, Path(pg_data))
 

@@ -36,19 +36,6 @@ N_TRIALS, MAX_STEPS, EVAL_STEPS = 8, 40, 4
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
-@pytest.fixture
-def pg_data() -> str:
-    data = os.environ.get("HPO_PG_DATA")
-    if data:
-        return data
-    message = (
-        "HPO_PG_DATA is not set: the server's data folder is needed to stop and start it (.ci/run sets it)"
-    )
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 def _as_owner(command: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *command] if os.getuid() == 0 else command
 

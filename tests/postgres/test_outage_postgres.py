@@ -55,19 +55,6 @@ class StopPostgresOnce(TrainerCallback):
 """
 
 
-@pytest.fixture
-def pg_data() -> str:
-    data = os.environ.get("HPO_PG_DATA")
-    if data:
-        return data
-    message = (
-        "HPO_PG_DATA is not set: the server's data folder is needed to stop and start it (.ci/run sets it)"
-    )
-    if os.environ.get("CI"):
-        pytest.fail(message)  # as for the server itself (conftest.postgres_url): never a pass by skipping
-    pytest.skip(message)
-
-
 def test_a_trial_trains_through_a_postgres_outage_and_the_study_completes(tmp_path, postgres_url, pg_data):
     slow_study(
         tmp_path,
