@@ -16,7 +16,7 @@ import pytest
 import s3fs
 import safetensors.torch
 import torch
-from cli_support import PBT, stored_trials
+from cli_support import PBT, run_hpo, stored_trials
 from optuna.trial import FrozenTrial, TrialState
 from scheduler_support import slow_study, wait_for
 from study_task import write_study
@@ -32,9 +32,8 @@ from hpo.storage.lineage import latest_by_member, member_of, members, segments
 
 
 def _hpo(folder: Path, *args: str, env: dict[str, str] | None = None):
-    return hpo(
-        folder, *args, env=env, timeout=400
-    )  # uploads to the object store on a loaded node take longer
+    # Uploads to the object store on a loaded node take longer than run_hpo's default allows.
+    return run_hpo(folder, *args, env=env, timeout=400)
 
 
 pytestmark = [pytest.mark.slurm, pytest.mark.s3]
