@@ -8,8 +8,15 @@ connection has been cut; when up again it listens on the same port.
 from __future__ import annotations
 
 import contextlib
+import errno
+import random
 import socket
 import threading
+import time
+
+# Below Linux's ephemeral range (32768-60999): while the proxy is down, no outgoing connection of a study can be given
+# its port, so it can always listen there again.
+PORTS = range(20000, 32000)
 
 
 class OutageProxy:
@@ -26,15 +33,34 @@ class OutageProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def up(self) -> None:
-        """Listen (again) and forward each connection to the target."""
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        self.port = listener.getsockname()[1]
+        """Listen (again) and forward each connection to the target; nothing when already up (the outage's timer and
+        end_outage may both call it)."""
         with self._lock:
+            if self._listener is not None:
+                return
+            listener = self._listen()
             self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _listen(self) -> socket.socket:
+        """A listener on self.port, or on a free port of PORTS the first time."""
+        for attempt in range(50):
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                listener.bind(("127.0.0.1", self.port or random.choice(PORTS)))
+            except OSError as error:
+                listener.close()
+                if error.errno != errno.EADDRINUSE or (self.port and attempt == 49):
+                    raise
+                time.sleep(
+                    0.1 if self.port else 0
+                )  # our port: a closing socket lets go of it; first time: another
+                continue
+            listener.listen(64)
+            self.port = listener.getsockname()[1]
+            return listener
+        raise OSError(errno.EADDRINUSE, f"no free port for the proxy in {PORTS}")
 
     def down(self, seconds: float) -> None:
         """Stop answering for `seconds`: the listener closed, every open connection cut; then up again."""
