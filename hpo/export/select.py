@@ -116,18 +116,38 @@ def trial_checkpoint(trial: FrozenTrial, output_dir: str | None = None) -> Path:
     best = trial.user_attrs.get("best_checkpoint")
     run_dir = trial.user_attrs.get("run_dir")
     if output_dir is not None:
-        for candidate in (best, run_dir and remote.latest(run_dir, output_dir)):
-            fetched, _ = remote.fetch(candidate, output_dir)
-            if fetched is not None:
-                return fetched
+        fetched, _ = remote.fetch(best, output_dir)
+        if fetched is not None:
+            return fetched
+        fetched, _ = remote.fetch(run_dir and remote.latest(run_dir, output_dir), output_dir)
+        if fetched is not None:
+            return measured_model(trial, fetched)
     elif best and Path(best).is_dir():
         return Path(best)
     saved = list_checkpoints(run_dir) if output_dir is None and run_dir and Path(run_dir).is_dir() else []
     if saved:
-        return saved[-1]
+        return measured_model(trial, saved[-1])
     raise HpoError(
         f"trial {trial.number} ({trial.state.name}) has no checkpoint left in {run_dir or 'its run folder'}: "
         "its checkpoints were not saved (training.save_strategy) or were deleted (study.keep_checkpoints)"
+    )
+
+
+def measured_model(trial: FrozenTrial, newest: Path) -> Path:
+    """`newest`, the trial's newest checkpoint when its best one is gone, if it holds the model the trial's value was
+    measured on (saved at its best step); else a refusal: shipping it would label another model with that value
+    (found by tests/chaos: a damaged disk deleted a retried trial's best checkpoint, and export shipped its last)."""
+    best_step = trial.user_attrs.get("best_step")
+    step = checkpoint_step(newest)
+    if trial.state != TrialState.COMPLETE or best_step is None or step is None or step == best_step:
+        return newest
+    resumed = trial.user_attrs.get("resume_from")
+    folders = [trial_dir(trial)] + ([str(Path(resumed).parent)] if resumed else [])
+    value = ", ".join(f"{v:g}" for v in trial.values or [])
+    raise HpoError(
+        f"trial {trial.number}'s value {value} was measured at step {best_step}, and no checkpoint of that step "
+        f"is left in {' or '.join(folders)} (deleted, or not saved there: training.save_steps); its newest, "
+        f"{Path(newest).name}, holds another model: export another trial with --trial N"
     )
 
 
