@@ -70,6 +70,22 @@ def candidates_for(problem: Problem) -> list[Method]:
         asha("hpo: 1 rung at 1/9 (2 finished)", (ninth,), two),
         asha("hpo: rungs from 1/9 (2 finished)", levels_from(problem, ninth, None), two),
         asha("hpo: 1 rung at 1st eval (rank gate 5 pairs 0.5)", (first,), RankGate(5, 0.5)),
+        asha("hpo: 1 rung at 1/9 (ungated)", (ninth,), None),
+        asha("hpo: rungs from 1/9 (ungated)", levels_from(problem, ninth, None), None),
+        asha(
+            "hpo: all rungs from 1st eval (rank gate 5 pairs 0.5)",
+            levels_from(problem, first, None),
+            RankGate(5, 0.5),
+        ),
+        asha(
+            "hpo: rungs from 1/9 (rank gate 5 pairs 0.5)", levels_from(problem, ninth, None), RankGate(5, 0.5)
+        ),
+        asha(
+            "hpo: Hyperband brackets from 1/9 (2 finished)",
+            (ninth,),
+            two,
+            hyperband_brackets(problem, ninth),
+        ),
         asha(
             "hpo: Hyperband brackets from 1st eval (2 finished)",
             (first,),
