@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hpo.errors import StorageUnreachable
-from hpo.spec.output_url import MIRROR_PREFIX, remote_url
+from hpo.spec.output_url import MIRROR_PREFIX, REMOTE_FILE, remote_url
 from hpo.storage import outage
 
 logger = logging.getLogger(__name__)
@@ -357,10 +357,20 @@ def check_store(output_dir: str | Path, setting: str) -> None:
     the endpoint, a missing bucket, no credentials. `setting` names what the user set (study.output_dir, --out)."""
     url = remote_url(output_dir)
     if url is not None:
-        check_url(url, setting)
+        check_url(url, setting, known=used_here(output_dir))
 
 
-def check_url(url: str, setting: str) -> None:
+def used_here(mirror: str | Path) -> bool:
+    """Whether a run on this machine has used this mirror (it holds more than the file naming its URL): the store
+    answered it before."""
+    return any(path.name != REMOTE_FILE for path in Path(mirror).iterdir())
+
+
+def check_url(url: str, setting: str, known: bool = False) -> None:
+    """`known`: the store answered this machine before, so no answer now is an outage (a restart, a failover), waited
+    for as the database's is, up to storage.outage_timeout (found by tests/chaos: `hpo run` started again during a
+    4-minute outage refused at once, and a user or a job array restarting it gave up). A store never reached is
+    refused at once: a mistyped endpoint fails in seconds."""
     from hpo.errors import ConfigError
 
     try:
@@ -383,7 +393,10 @@ def check_url(url: str, setting: str) -> None:
     bucket = root.split("/", 1)[0]
     where = _endpoint(fs)
     try:
-        fs.ls(bucket, detail=False)
+        if known:
+            _ride(lambda: fs.ls(bucket, detail=False), f"list bucket '{bucket}'")
+        else:
+            fs.ls(bucket, detail=False)
     except FileNotFoundError:
         raise ConfigError(
             f"{setting}: bucket '{bucket}' does not exist at {where}; create it (e.g. aws s3 mb s3://{bucket}) "

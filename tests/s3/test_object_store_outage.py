@@ -20,6 +20,7 @@ import urllib.request
 import pytest
 import s3fs
 
+from hpo.errors import ConfigError
 from hpo.spec.output_url import mirror_dir
 from hpo.storage import outage, remote
 from trainer.checkpoint import STATE_FILE
@@ -107,3 +108,29 @@ def test_an_upload_waits_for_the_store_and_marks_the_checkpoint_saved_only_once_
     messages = [r.getMessage() for r in caplog.records if r.name == "hpo.storage.outage"]
     assert len(messages) == 2 and messages[0].startswith("object store unreachable ("), messages
     assert messages[1].startswith("object store back after "), messages
+
+
+def test_a_run_started_during_an_outage_waits_for_a_store_it_used_and_refuses_one_it_never_reached(store):
+    """`hpo run` checks the store before any work: a store this machine used for the study (its mirror holds more
+    than the URL's file) is waited for, as the database is; a mirror never used is refused at once (a mistyped
+    endpoint must fail in seconds, not after storage.outage_timeout) (found by tests/chaos: seed 513556)."""
+    port, bucket, mirror, server = store
+    server.kill()
+    server.wait()
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"study.output_dir: the object store at .* does not answer"):
+        remote.check_store(mirror, "study.output_dir")
+    assert time.monotonic() - started < OUTAGE_S / 2
+    (mirror / ".hpo").mkdir()  # a run here used it
+    restarted: list[subprocess.Popen] = []
+    thread = threading.Timer(OUTAGE_S, lambda: restarted.append(start_moto(port, bucket)))
+    started = time.monotonic()
+    thread.start()
+    try:
+        remote.check_store(mirror, "study.output_dir")
+        waited = time.monotonic() - started
+    finally:
+        thread.join()
+        for process in restarted:
+            process.kill()
+    assert waited >= OUTAGE_S and outage.store_clock.outages and outage.store_clock.since is None
