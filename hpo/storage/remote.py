@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hpo.errors import StorageUnreachable
-from hpo.spec.output_url import MIRROR_PREFIX, REMOTE_FILE, remote_url
+from hpo.spec.output_url import MIRROR_PREFIX, remote_url
 from hpo.storage import outage
 
 logger = logging.getLogger(__name__)
@@ -361,9 +361,13 @@ def check_store(output_dir: str | Path, setting: str) -> None:
 
 
 def used_here(mirror: str | Path) -> bool:
-    """Whether a run on this machine has used this mirror (it holds more than the file naming its URL): the store
-    answered it before."""
-    return any(path.name != REMOTE_FILE for path in Path(mirror).iterdir())
+    """Whether a run on this machine has worked in this mirror, so the store answered it before: a study's marker
+    (hpo.storage.folder_owner's .hpo/study.json, written once the store was checked), a trial folder, or a checkpoint
+    of `hpo train`. Logs alone do not count: they are opened before the check."""
+    mirror = Path(mirror)
+    return (mirror / ".hpo" / "study.json").is_file() or any(
+        path.name.startswith(("trial-", _CHECKPOINT)) for path in mirror.iterdir()
+    )
 
 
 def check_url(url: str, setting: str, known: bool = False) -> None:

@@ -36,13 +36,25 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import s3fs
-from checks import check_all, load
-from faults import Session, inject
-from plan import FAULT_KINDS, OUTAGE_S, Fault, Scenario, draw_scenario, time_scale, write_study
-from proxy import OutageProxy
 
-from hpo.spec import load_spec
-from hpo.storage.study_db import storage_url
+# Run as a script, this folder is on the path but not the tests' shared helpers (pytest adds them: pyproject.toml).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+
+from checks import check_all, load  # noqa: E402
+from faults import Session, inject  # noqa: E402
+from outage_proxy import OutageProxy  # noqa: E402
+from plan import (  # noqa: E402
+    FAULT_KINDS,
+    OUTAGE_S,
+    Fault,
+    Scenario,
+    draw_scenario,
+    time_scale,
+    write_study,
+)
+
+from hpo.spec import load_spec  # noqa: E402
+from hpo.storage.study_db import storage_url  # noqa: E402
 
 # Each limit in seconds is multiplied by plan.time_scale() (the machine's load), so slowness is not a finding.
 RUN_DEADLINE_S = 300.0  # one chaos run, faults and restarts included; past it the study "did not complete"

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from outage_proxy import OutageProxy
 from plan import GRACE_S, Fault
-from proxy import OutageProxy
 
 POSTGRES_SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "postgres.sh"
 PREEMPT_WAIT_S = 60.0  # a SIGTERMed run saves at the next step and exits; it must not take longer than this
