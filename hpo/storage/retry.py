@@ -163,7 +163,7 @@ def requeue(
 ) -> int | None:
     """Queue again the parameters of a trial this process has just failed (its `requeued` attribute says whether
     it may be). Returns its number, or None when the retry budget is spent."""
-    if not trial.user_attrs.get("requeued"):
+    if not trial.user_attrs.get("requeued") or retry_queued(study, trial.number):
         return None
     retries = int(trial.user_attrs.get("retry_count", 0)) + (1 if counts_as_retry else 0)
     attrs: dict[str, Any] = {
@@ -184,6 +184,16 @@ def requeue(
         "trial %d: %s; queued again (resume from %s)", trial.number, reason, checkpoint or "the start"
     )
     return trial.number
+
+
+def retry_queued(study: optuna.Study, number: int) -> bool:
+    """Whether a retry of trial `number` exists already. A process stopped (SIGSTOP, a frozen VM) between failing its
+    trial and queueing the retry wakes after another worker's `requeue_lost_retries` queued it: a second retry would
+    wait for ever once the first had run the configuration (tests/chaos seed 989430). Read fresh from the storage, not
+    from this process's cache."""
+    storage = storage_of(study)
+    trials = storage.get_all_trials(study_db.study_id(study), deepcopy=False)
+    return any(t.user_attrs.get("requeued_from_trial") == number for t in trials)
 
 
 def fail_stale_trials(study: optuna.Study, policy: RetryPolicy) -> list[int]:

@@ -207,3 +207,31 @@ def test_a_trial_that_could_not_start_is_failed_unless_it_ended_meanwhile(study)
     assert first.state == TrialState.FAIL and "error" not in first.user_attrs
     assert second.state == TrialState.FAIL
     assert second.user_attrs["error"] == "ValueError: a search space the sampler rejects"
+
+
+def test_a_process_that_wakes_after_its_lost_retry_was_queued_does_not_queue_a_second(study, tmp_path):
+    """Stopped (SIGSTOP) between failing its trial and queueing the retry, a process wakes after another worker
+    queued that retry as lost: it queues none, or the second retry would wait for ever once the first ran the
+    configuration (tests/chaos seed 989430: "nothing to run" with a retry left waiting)."""
+    policy = RetryPolicy(max_retries=2, output_dir=str(tmp_path))
+    trial = claim_trial(study, 1, tmp_path, policy)
+    trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+    storage = study._storage
+    storage.set_trial_user_attr(trial._trial_id, "requeued", True)
+    storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)  # then stopped
+    ended = datetime.datetime.now() - datetime.timedelta(seconds=10)
+    with sqlite3.connect(tmp_path / "study.db") as db:
+        db.execute(
+            "UPDATE trials SET datetime_complete = ? WHERE trial_id = ?", (str(ended), trial._trial_id)
+        )
+    other = create_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_interval=1, grace_period=2)
+    assert (
+        claim_trial(optuna.load_study(study_name="s", storage=other), 5, tmp_path, policy).user_attrs[
+            "requeued_from_trial"
+        ]
+        == 0
+    )  # another worker queued the lost retry, and claimed it
+    failed = storage.get_trial(trial._trial_id)
+    assert requeue(study, failed, "crashed", policy, counts_as_retry=True) is None  # the stopped one wakes
+    retries = [t for t in study.get_trials() if t.user_attrs.get("requeued_from_trial") == 0]
+    assert len(retries) == 1
