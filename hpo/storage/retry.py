@@ -163,7 +163,7 @@ def requeue(
 ) -> int | None:
     """Queue again the parameters of a trial this process has just failed (its `requeued` attribute says whether
     it may be). Returns its number, or None when the retry budget is spent."""
-    if not trial.user_attrs.get("requeued") or retry_queued(study, trial.number):
+    if not trial.user_attrs.get("requeued"):
         return None
     retries = int(trial.user_attrs.get("retry_count", 0)) + (1 if counts_as_retry else 0)
     attrs: dict[str, Any] = {
@@ -179,6 +179,10 @@ def requeue(
     if checkpoint:
         attrs["resume_from"] = checkpoint
     params = dict(trial.params) or dict(trial.system_attrs.get("fixed_params", {}))
+    # Checked last, just before the enqueue: finding the resume point lists the object store, long enough for a
+    # SIGSTOP to land after an earlier check (chaos seed 989430 again, with the check at the top).
+    if retry_queued(study, trial.number):
+        return None
     study.enqueue_trial(params, user_attrs=attrs)
     logger.info(
         "trial %d: %s; queued again (resume from %s)", trial.number, reason, checkpoint or "the start"
