@@ -190,14 +190,17 @@ def requeue(
     return trial.number
 
 
+def continued_trials(trials: list[FrozenTrial]) -> set[int]:
+    """The numbers of the trials a retry continues (whose retry has been queued)."""
+    return {t.user_attrs["requeued_from_trial"] for t in trials if "requeued_from_trial" in t.user_attrs}
+
+
 def retry_queued(study: optuna.Study, number: int) -> bool:
     """Whether a retry of trial `number` exists already. A process stopped (SIGSTOP, a frozen VM) between failing its
     trial and queueing the retry wakes after another worker's `requeue_lost_retries` queued it: a second retry would
-    wait for ever once the first had run the configuration (tests/chaos seed 989430). Read fresh from the storage, not
-    from this process's cache."""
-    storage = storage_of(study)
-    trials = storage.get_all_trials(study_db.study_id(study), deepcopy=False)
-    return any(t.user_attrs.get("requeued_from_trial") == number for t in trials)
+    wait for ever once the first had run the configuration (tests/chaos seed 989430). The storage reads trials other
+    processes created since this one last looked."""
+    return number in continued_trials(study.get_trials(deepcopy=False))
 
 
 def fail_stale_trials(study: optuna.Study, policy: RetryPolicy) -> list[int]:
@@ -246,7 +249,7 @@ def retry_pending(study: optuna.Study) -> bool:
     if study_db.heartbeat_grace(study) is None:
         return False
     trials = study.get_trials(deepcopy=False)
-    continued = {t.user_attrs["requeued_from_trial"] for t in trials if "requeued_from_trial" in t.user_attrs}
+    continued = continued_trials(trials)
     return any(
         t.state == TrialState.FAIL and t.user_attrs.get("requeued") and t.number not in continued
         for t in trials
@@ -262,7 +265,7 @@ def requeue_lost_retries(study: optuna.Study, policy: RetryPolicy) -> list[int]:
     if grace is None:
         return []
     trials = study.get_trials(deepcopy=False)
-    continued = {t.user_attrs["requeued_from_trial"] for t in trials if "requeued_from_trial" in t.user_attrs}
+    continued = continued_trials(trials)
     now = datetime.datetime.now()  # as Optuna stamps datetime_complete: this client's local time
     requeued = []
     for trial in trials:
