@@ -27,3 +27,8 @@ class StorageUnreachable(HpoError):
     a scheduler or a script that reruns the command. The message says for how long and that a rerun continues."""
 
     exit_code = 75
+
+
+class StoppedWaiting(Interrupted):
+    """A stop asked for (SIGTERM, Ctrl-C) while a call waited out a storage outage (hpo.storage.outage): the call gives
+    up at once rather than hold the stop until the storage answers. Exit 130, as any stop."""

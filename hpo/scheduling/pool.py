@@ -35,7 +35,7 @@ from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 from rich.live import Live
 
-from hpo.errors import HpoError, Interrupted, StorageUnreachable
+from hpo.errors import HpoError, Interrupted, StoppedWaiting, StorageUnreachable
 from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.gpu_gate import MemoryReader
 from hpo.scheduling.slots import Slot, describe_slots, make_slots
@@ -111,7 +111,21 @@ def run_trials(
     if pool.stop_level:
         # A second Ctrl-C killed the trials without a new checkpoint: the next run resumes them from their newest.
         how = "stopped at once" if pool.stop_level > 1 else "stopped"
-        raise Interrupted(f"{how}: {describe_stop(study, str(spec.output_dir), finished_before)}")
+        raise Interrupted(f"{how}: {_what_the_stop_saved(study, spec, finished_before)}")
+
+
+def _what_the_stop_saved(study: optuna.Study, spec: StudySpec, finished_before: set[int]) -> str:
+    """`describe_stop`, or, when the storage does not answer, that the trials' checkpoints could not be listed: a stop
+    does not wait out an outage (hpo.storage.outage.stop_waiting_when)."""
+    try:
+        with outage.stop_waiting_when(lambda: True):
+            return describe_stop(study, str(spec.output_dir), finished_before)
+    except StoppedWaiting as error:
+        cause = outage.root_cause(error.__cause__ or error)
+        return (
+            f"the study's storage does not answer ({cause}), so what the trials saved could not be listed; the next "
+            "run resumes each stopped trial from its newest checkpoint"
+        )
 
 
 def _slots_needed(slots: list[Slot], study: optuna.Study, n_trials: int | None) -> list[Slot]:

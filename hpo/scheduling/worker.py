@@ -71,7 +71,7 @@ import safetensors.torch  # noqa: F401 - imported once here, shared by every for
 import torch
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.errors import StorageUnreachable
+from hpo.errors import StoppedWaiting, StorageUnreachable
 from hpo.scheduling.child import (
     ChildResult,
     TrialJob,
@@ -585,6 +585,13 @@ def status_file(config: WorkerConfig) -> Path | None:
 def run_worker(config: WorkerConfig) -> int:
     stop = StopRequests()
     stop.install()
+    # A stop during an outage: the worker leaves without waiting for the storage; its trial saved a checkpoint and
+    # stays RUNNING, and the next run finds its worker gone and queues it again to resume.
+    with outage.stop_waiting_when(lambda: stop.level > 0):
+        return _run_worker(config, stop)
+
+
+def _run_worker(config: WorkerConfig, stop: StopRequests) -> int:
     outage.set_timeout(config.spec.storage_options.outage_timeout)
     die_with_parent(config.parent_pid)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -767,6 +774,9 @@ def main() -> int:
         # gone and queues it again to resume. The pool stops the other workers and `hpo run` exits 75.
         logger.warning("%s; leaving (exit %d)", error, EXIT_STORAGE_UNREACHABLE)
         code = EXIT_STORAGE_UNREACHABLE
+    except StoppedWaiting as error:
+        logger.warning("%s; leaving (exit %d)", error, StoppedWaiting.exit_code)
+        code = StoppedWaiting.exit_code
     finally:
         # However the worker ends: its warm trial process waits for a next trial, and Python's exit would join it.
         release_warm()

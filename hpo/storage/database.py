@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import os
 import random
 import sqlite3
+import threading
 import time
 import warnings
 import zlib
@@ -49,6 +51,7 @@ SQLITE_BEGIN_RETRIES = 8
 _PLUGIN_NAME = "hpo_sqlite_immediate"
 POSTGRES_CONNECT_TIMEOUT_S = 10
 _POSTGRES_ENGINE = {"pool_pre_ping": True, "connect_args": {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S}}
+_claim_locks = threading.local()  # the claim locks each thread holds: claim_lock is re-entrant
 
 StaleTrialCallback = Callable[[optuna.Study, FrozenTrial], None]
 
@@ -206,21 +209,42 @@ def _with_lock_retries(statement: Callable[[], Any]) -> Any:
 # ---- claiming a trial under a lock shared by every worker of the study -----------------------------------------
 @contextlib.contextmanager
 def claim_lock(storage: BaseStorage, study_name: str, fallback_dir: Path | None = None) -> Iterator[None]:
-    """Hold a lock shared by all processes (and machines, on PostgreSQL) working on `study_name`."""
+    """Hold a lock shared by all processes (and machines, on PostgreSQL) working on `study_name`.
+
+    Re-entrant within a thread: a step that must run under the lock (queueing a retry, hpo.storage.retry) takes it
+    whether or not its caller already holds it (the workers' sweeps do, the pool's `on_death` does not). Another
+    thread of the same process waits, as another process does."""
     rdb = unwrap_rdb(storage)
     url = rdb.url if rdb is not None else ""
-    if is_postgres_url(url):
-        # The lock lives in a server session: an outage inside the block ends the session and frees the lock, so the
-        # block's calls fail at once rather than wait and go on unlocked; the caller starts again from the lock.
-        with _postgres_advisory_lock(rdb, study_name), no_waiting():
-            yield
-        return
     path = sqlite_path(url)
     lock_file = (
         path.with_name(path.name + ".claim.lock") if path else (fallback_dir or Path(".")) / ".claim.lock"
     )
-    with _file_lock(lock_file):
+    # With the pid: a process forked while its parent held the lock does not hold it.
+    key = (url if is_postgres_url(url) else str(lock_file.resolve()), study_name, os.getpid())
+    held = _held_locks()
+    if key in held:
         yield
+        return
+    if is_postgres_url(url):
+        # The lock lives in a server session: an outage inside the block ends the session and frees the lock, so the
+        # block's calls fail at once rather than wait and go on unlocked; the caller starts again from the lock.
+        lock: contextlib.AbstractContextManager[None] = _postgres_advisory_lock(rdb, study_name)
+    else:
+        lock = _file_lock(lock_file)
+    with lock, no_waiting() if is_postgres_url(url) else contextlib.nullcontext():
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
+
+
+def _held_locks() -> set[tuple[str, str, int]]:
+    """The claim locks this thread holds."""
+    if not hasattr(_claim_locks, "held"):
+        _claim_locks.held = set()
+    return _claim_locks.held
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from sqlalchemy import exc
 
-from hpo.errors import StorageUnreachable
+from hpo.errors import StoppedWaiting, StorageUnreachable
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -148,9 +148,11 @@ class OutageClock:
             return True
         return self.ended_at is not None and time.monotonic() - self.ended_at < seconds
 
+    def describe(self) -> str:
+        return "the study's storage" if self.service == "storage" else f"the {self.service}"
+
     def unreachable(self) -> StorageUnreachable:
-        where = "the study's storage" if self.service == "storage" else f"the {self.service}"
-        return StorageUnreachable(f"{where} was unreachable for {describe_seconds(self.timeout)}")
+        return StorageUnreachable(f"{self.describe()} was unreachable for {describe_seconds(self.timeout)}")
 
 
 clock = OutageClock()  # the study's database
@@ -183,6 +185,28 @@ def waiting_allowed() -> bool:
     return not getattr(_local, "no_waiting", False)
 
 
+_stop_asked: list[
+    Callable[[], bool]
+] = []  # this process's stop requests (a worker's SIGTERM, `hpo run`'s Ctrl-C)
+
+
+@contextlib.contextmanager
+def stop_waiting_when(asked: Callable[[], bool]) -> Iterator[None]:
+    """While in this block, a call that meets an outage once `asked()` is true fails with `StoppedWaiting` instead of
+    waiting: a stop asked for during a long outage (a preemption's SIGTERM, a Ctrl-C) is honoured in seconds, not when
+    the storage answers again or `outage_timeout` passes (tests/chaos seed 513556: a SIGTERMed run still waited after
+    145 s)."""
+    _stop_asked.append(asked)
+    try:
+        yield
+    finally:
+        _stop_asked.remove(asked)
+
+
+def stop_asked() -> bool:
+    return any(asked() for asked in _stop_asked)
+
+
 def ride(
     call: Callable[[], T],
     what: str,
@@ -206,6 +230,10 @@ def ride(
                 raise
             if clock.expired():
                 raise clock.unreachable() from error
+            if stop_asked():
+                raise StoppedWaiting(
+                    f"stopped while {clock.describe()} did not answer ({root_cause(error)})"
+                ) from error
             time.sleep(min(jittered(next(caps)), max(0.001, clock.timeout - clock.down_for())))
             continue
         clock.answered()

@@ -29,7 +29,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import StudySpec
-from hpo.storage import remote, study_db
+from hpo.storage import outage, remote, study_db
+from hpo.storage.database import claim_lock
 from hpo.storage.run_dirs import trial_run_dir
 from hpo.storage.study_db import stale_trial_ids, storage_of
 
@@ -179,15 +180,26 @@ def requeue(
     if checkpoint:
         attrs["resume_from"] = checkpoint
     params = dict(trial.params) or dict(trial.system_attrs.get("fixed_params", {}))
-    # Checked last, just before the enqueue: finding the resume point lists the object store, long enough for a
-    # SIGSTOP to land after an earlier check (chaos seed 989430 again, with the check at the top).
-    if retry_queued(study, trial.number):
+    if not outage.ride(lambda: _enqueue_once(study, trial.number, params, attrs, policy), "queue a retry"):
         return None
-    study.enqueue_trial(params, user_attrs=attrs)
     logger.info(
         "trial %d: %s; queued again (resume from %s)", trial.number, reason, checkpoint or "the start"
     )
     return trial.number
+
+
+def _enqueue_once(
+    study: optuna.Study, number: int, params: dict[str, Any], attrs: dict[str, Any], policy: RetryPolicy
+) -> bool:
+    """Queue the retry of trial `number` unless one exists: the check and the enqueue under the claim lock, so two
+    processes that both failed or swept the trial (a worker stopped between the two steps of `fail_running_trial`
+    wakes as another's `requeue_lost_retries` queues it: chaos seed 989430) queue one retry between them. Checked
+    last, after the object store was listed for the resume point, which is long enough for a SIGSTOP to land in."""
+    with claim_lock(storage_of(study), study.study_name, Path(policy.output_dir)):
+        if retry_queued(study, number):
+            return False
+        study.enqueue_trial(params, user_attrs=attrs)
+        return True
 
 
 def continued_trials(trials: list[FrozenTrial]) -> set[int]:

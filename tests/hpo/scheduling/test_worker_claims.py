@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import sqlite3
+import threading
 import time
 
 import optuna
@@ -11,7 +12,7 @@ import pytest
 from optuna.trial import TrialState
 
 from hpo.scheduling.worker import WAIT, claim_trial, fail_unstarted, worker_identity
-from hpo.storage.database import create_storage
+from hpo.storage.database import claim_lock, create_storage
 from hpo.storage.retry import RetryPolicy, fail_running_trial, fail_stale_trials, requeue
 from hpo.storage.study_db import ask_new
 
@@ -235,3 +236,30 @@ def test_a_process_that_wakes_after_its_lost_retry_was_queued_does_not_queue_a_s
     assert requeue(study, failed, "crashed", policy, counts_as_retry=True) is None  # the stopped one wakes
     retries = [t for t in study.get_trials() if t.user_attrs.get("requeued_from_trial") == 0]
     assert len(retries) == 1
+
+
+def test_a_retry_waits_for_the_claim_lock_and_is_not_queued_twice(study, tmp_path):
+    """The check for an existing retry and the enqueue are one step under the claim lock: a process queueing a retry
+    while another holds the lock (and queues the same retry in it) waits for it, then queues none."""
+    policy = RetryPolicy(max_retries=2, output_dir=str(tmp_path))
+    trial = claim_trial(study, 1, tmp_path, policy)
+    trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+    storage = study._storage
+    storage.set_trial_user_attr(trial._trial_id, "requeued", True)
+    storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+    failed = storage.get_trial(trial._trial_id)
+    results: list[int | None] = []
+    with claim_lock(storage, "s", tmp_path):  # another worker's sweep, in this thread
+        waiting = threading.Thread(
+            target=lambda: results.append(requeue(study, failed, "crashed", policy, counts_as_retry=True))
+        )
+        waiting.start()
+        waiting.join(timeout=1.5)
+        assert waiting.is_alive() and not results  # it waits for the lock
+        assert (
+            requeue(study, failed, "lost", policy, counts_as_retry=True) == 0
+        )  # re-entrant: the holder queues
+    waiting.join(timeout=30)
+    assert results == [None]
+    retries = [t for t in study.get_trials() if t.user_attrs.get("requeued_from_trial") == 0]
+    assert [t.user_attrs["retry_reason"] for t in retries] == ["lost"]

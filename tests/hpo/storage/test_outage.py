@@ -17,7 +17,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpo.errors import StorageUnreachable
+from hpo.errors import StoppedWaiting, StorageUnreachable
 from hpo.storage import database, outage
 from hpo.storage.database import create_storage
 from hpo.trial.pruning import OptunaPruningCallback
@@ -88,6 +88,26 @@ def test_past_the_outage_timeout_the_call_stops_with_its_own_error(tmp_path) -> 
     assert str(raised.value) == "the study's storage was unreachable for 1 s"
     assert raised.value.exit_code == 75
     assert "never" not in study.user_attrs
+
+
+def test_a_stop_asked_during_an_outage_ends_the_wait_at_once(tmp_path) -> None:
+    """A stop (a worker's SIGTERM) during a wait: the call gives up at its next try, with exit 130, instead of
+    waiting out the 15-minute timeout; nothing is written."""
+    study, path = open_study(tmp_path)
+    asked = threading.Event()
+    threading.Timer(1.0, asked.set).start()
+    started = time.monotonic()
+    with write_lock_held(path, 8.0), outage.stop_waiting_when(asked.is_set):
+        with pytest.raises(StoppedWaiting) as raised:
+            study.set_user_attr("never", "written")
+        gave_up_after = time.monotonic() - started
+    assert 1.0 < gave_up_after < 4.0, gave_up_after
+    assert str(raised.value) == "stopped while the study's storage did not answer (database is locked)"
+    assert raised.value.exit_code == 130
+    assert "never" not in study.user_attrs
+    with write_lock_held(path, 1.5):  # out of the block, the same outage is waited out again
+        study.set_user_attr("written", "after the lock")
+    assert study.user_attrs["written"] == "after the lock"
 
 
 def test_an_error_that_is_not_an_outage_is_raised_at_once(tmp_path) -> None:
