@@ -2,6 +2,7 @@
 
     urls.py       the shapes of database URLs: SQLite file, PostgreSQL driver, redaction for messages
     database.py   `create_storage` (SQLite in WAL mode with BEGIN IMMEDIATE; PostgreSQL), `claim_lock`
+    claim_session.py  the session holding the claim lock on PostgreSQL: a trial is created only while it holds it
     study_db.py   open or load a study with its sampler and pruner, count its trials; the only module that touches
                   Optuna's private attributes
     retry.py      fail a crashed, interrupted or stale trial and queue it again, resuming from its checkpoint

@@ -41,6 +41,7 @@ from sqlalchemy.dialects import plugins as sqlalchemy_plugins
 from sqlalchemy.engine import CreateEnginePlugin, Engine
 
 from hpo.errors import ConfigError, HpoError, StorageUnreachable
+from hpo.storage import claim_session
 from hpo.storage.outage import is_unreachable, no_waiting, ride, root_cause
 from hpo.storage.riding import make_riding
 from hpo.storage.sqlite_reads import ReadDeferredRDBStorage, only_reading
@@ -264,15 +265,17 @@ def _postgres_advisory_lock(rdb: RDBStorage, study_name: str) -> Iterator[None]:
     with rdb.engine.connect() as connection:
         connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
         try:
-            yield
+            with claim_session.holding(connection):
+                yield
         finally:
             try:
                 connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
                 connection.commit()
             except Exception as error:
-                if not is_unreachable(error):
+                if not (is_unreachable(error) or isinstance(error, exc.PendingRollbackError)):
                     raise
-                # The server dropped the session, and the lock with it: nothing to release.
+                # The server dropped the session, and the lock with it: nothing to release (SQLAlchemy refuses the
+                # unlock on a connection whose transaction the drop invalidated: PendingRollbackError).
 
 
 def _advisory_key(study_name: str) -> int:

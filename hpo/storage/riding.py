@@ -8,9 +8,13 @@ A call tried again after its commit went through but its answer was lost must no
 - intermediate values, attributes and heartbeats are upserts: writing them again changes nothing;
 - `set_trial_state_values` (a trial's result) refused on the retry because the trial has already finished returns True
   when the stored state and values are the ones asked for: the first attempt wrote them;
-- `create_new_trial` (a claim's ask) may, in that narrow window, leave one extra RUNNING trial without a heartbeat; the
-  workers' sweep for claimers that died before their first beat (hpo.storage.retry.fail_unbeaten_trials) queues it
-  again, so no configuration is lost, but the sampler's point it held is drawn again.
+- `_create_new_trial` (a claim's ask) may, in that narrow window, leave one extra RUNNING trial without a heartbeat;
+  the workers' sweep for claimers that died before their first beat (hpo.storage.retry.fail_unbeaten_trials) queues
+  it again, so no configuration is lost, but the sampler's point it held is drawn again.
+
+`_create_new_trial` (which `create_new_trial` and Optuna's cache call) also creates only while the claim lock this
+thread holds on PostgreSQL is still held (hpo.storage.claim_session). Optuna's cache calls `_create_new_trial` and
+`_set_trial_param` directly, so both are wrapped.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import Any
 
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RDBStorage
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
+from hpo.storage.claim_session import confirm_held
 from hpo.storage.outage import ride
 from hpo.storage.sqlite_reads import ReadDeferredRDBStorage
 
@@ -39,6 +44,7 @@ RIDDEN = (
     "get_all_studies",
     "create_new_trial",
     "set_trial_param",
+    "_set_trial_param",
     "get_trial_param",
     "set_trial_intermediate_value",
     "set_trial_user_attr",
@@ -89,6 +95,22 @@ def _state_values(base: type[RDBStorage]) -> Callable[..., bool]:
     return set_trial_state_values
 
 
+def _create_new_trial(base: type[RDBStorage]) -> Callable[..., FrozenTrial]:
+    """`_create_new_trial` (what `create_new_trial` and Optuna's cache call) only while the claim lock this thread
+    holds is still held (hpo.storage.claim_session)."""
+
+    def _create_new_trial(
+        self: RDBStorage, study_id: int, template_trial: FrozenTrial | None = None
+    ) -> FrozenTrial:
+        def call() -> FrozenTrial:
+            confirm_held()
+            return base._create_new_trial(self, study_id, template_trial)  # noqa: SLF001
+
+        return ride(call, "create a trial")
+
+    return _create_new_trial
+
+
 def _landed(storage: RDBStorage, trial_id: int, state: TrialState, values: Sequence[float] | None) -> bool:
     stored = storage.get_trial(trial_id)
     return stored.state == state and (values is None or list(stored.values or []) == list(values))
@@ -99,6 +121,7 @@ def _riding_class(base: type[RDBStorage]) -> type[RDBStorage]:
     RIDDEN riding out outages."""
     methods: dict[str, Any] = {name: _riding(base, name) for name in RIDDEN}
     methods["set_trial_state_values"] = _state_values(base)
+    methods["_create_new_trial"] = _create_new_trial(base)
     methods["__doc__"] = f"{base.__name__} whose calls ride out a storage outage (hpo.storage.riding)."
     return type(f"Riding{base.__name__}", (base,), methods)
 

@@ -283,7 +283,9 @@ def test_a_stop_asked_during_an_outage_is_honoured_at_once_and_the_same_command_
     trials = sorted(stored_trials(postgres_url, name), key=lambda t: t.number)
     assert sum(t.state in FINISHED for t in trials) == n_trials  # n_trials exact
     retries = [t for t in trials if "requeued_from_trial" in t.user_attrs]
-    assert len(retries) == 2, [(t.number, t.state.name, t.user_attrs.get("requeued_from_trial")) for t in trials]
+    assert len(retries) == 2, [
+        (t.number, t.state.name, t.user_attrs.get("requeued_from_trial")) for t in trials
+    ]
     for retry in retries:  # each continued from the checkpoint its stopped attempt saved
         assert retry.state in FINISHED and "resume_from" in retry.user_attrs, retry.user_attrs
     print(f"\nstopped {stopped_after:.0f} s after SIGTERM during the outage: {last}")
