@@ -37,6 +37,7 @@ from hpo.spec.scheduler import RankGateSpec
 from hpo.storage import outage, pause, remote
 from hpo.storage.database import claim_lock
 from hpo.storage.retention import checkpoints_in
+from hpo.storage.retry import continued_trials
 from hpo.storage.study_db import (
     ask_new,
     ask_queued,
@@ -129,17 +130,30 @@ def rung_table(study: optuna.Study, plan: AshaPlan) -> list[RungTrial]:
     which inherits its rung values."""
     trials = study.get_trials(deepcopy=False)
     by_number = {t.number: t for t in trials}
+    continued = continued_trials(trials)
     table = []
     for trial in trials:
         queued = trial.state == TrialState.WAITING and not pause.is_paused(trial)
         if queued and "requeued_from_trial" not in trial.user_attrs:
             continue  # an enqueued configuration not started yet: n_trials still counts it as to come
         if trial.state == TrialState.FAIL and trial.user_attrs.get("requeued"):
-            continue  # its retry stands for it
+            if trial.number in continued:
+                continue  # its retry stands for it
+            table.append(_retry_to_come(trial, plan, by_number))
+            continue
         entry = rung_trial(trial, plan, _inherited(trial, by_number))
         entry.running = entry.running or queued  # a queued retry is alive: it will go on from its checkpoint
         table.append(entry)
     return table
+
+
+def _retry_to_come(trial: FrozenTrial, plan: AshaPlan, by_number: dict[int, FrozenTrial]) -> RungTrial:
+    """A trial failed as requeued whose retry is not queued yet (its process fails it, then queues the retry under the
+    claim lock, which this claimer may hold): it stands for its retry, alive and past its rungs, as the retry will be.
+    Left out, the rule judged a rung without it and pruned a paused trial the retry's value would have promoted
+    (tests/chaos seed 160601: 6 configurations, eta 2, the third of the rung pruned in that window)."""
+    entry = rung_trial(trial, plan, _inherited(trial, by_number))
+    return RungTrial(trial.number, entry.values, paused=False, running=True, promoted=set(entry.values))
 
 
 def _inherited(trial: FrozenTrial, by_number: dict[int, FrozenTrial]) -> dict[int, float]:
