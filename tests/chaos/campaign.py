@@ -410,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{outcome.runs} runs, {outcome.wall_s:.0f} s: {state}",
             flush=True,
         )
+        for line in outcome.violations:  # as found: a shard stopped before its report still says what it saw
+            print(f"    - {line}", flush=True)
     summary = report(outcomes, time.monotonic() - started)
     (out / "chaos.json").write_text(json.dumps(summary, indent=1, default=str))
     print(f"details: {out / 'chaos.json'}")
