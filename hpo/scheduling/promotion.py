@@ -314,12 +314,19 @@ def _by_number(study: optuna.Study, number: int) -> FrozenTrial | None:
 # ---- in the trial process: at a rung --------------------------------------------------------------------------
 def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_dir: Path) -> Any:
     """`decide(point, value)` for `PauseCallback`: record the rung value (in the database, and as an intermediate
-    value the sampler sees), then pause unless ASHA would promote this trial right now."""
+    value the sampler sees), then pause unless ASHA would promote this trial right now. A retry goes on at once past
+    the rungs its configuration was promoted from in place before it crashed: a promotion granted is not judged again
+    (tests/chaos seed 56163: a retry that started over, its predecessor's checkpoints damaged, was pruned at a rung its
+    configuration had been promoted from)."""
+    promoted_before = _chain_in_place(study, trial)
 
     def decide(point: int, value: float | None) -> bool:
         if value is not None:
             pause.record_boundary(study, trial_id(trial), point, value)
             trial.report(value, point)
+        if point in promoted_before:
+            _record_in_place(study, trial, point)
+            return False
         if plan.gate is not None and not plan.gate.is_open(
             gate_pairs(study.get_trials(deepcopy=False), point)
         ):
@@ -334,6 +341,15 @@ def rung_decider(study: optuna.Study, trial: optuna.Trial, plan: AshaPlan, lock_
         )
 
     return decide
+
+
+def _chain_in_place(study: optuna.Study, trial: optuna.Trial) -> set[int]:
+    """The rung points the trials `trial` continues (a retry's predecessors) were promoted from in place."""
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+    frozen = by_number.get(trial.number)
+    if frozen is None:
+        return set()
+    return {point for t in _chain(frozen, by_number) for point in t.system_attrs.get(IN_PLACE) or []}
 
 
 def _promoted_in_place(
