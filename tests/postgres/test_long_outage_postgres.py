@@ -18,6 +18,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -97,6 +98,25 @@ def mid_study(url: str, name: str, finished: int = 2) -> bool:
     return done >= finished and training >= 2
 
 
+def run_into_outage(
+    folder: Path, url: str, data: str, name: str, then: Callable[[subprocess.Popen], None]
+) -> tuple[subprocess.Popen, str, float]:
+    """`hpo run` with two trials training, the server stopped, then `then(run)`; the server left down until the run
+    ends (started again after). Returns the run, its output and the seconds from the end of `then` to its exit."""
+    run = start_run(folder, url, name)
+    try:
+        wait_until(lambda: mid_study(url, name, finished=0), 120, "two trials training")
+        stop_server(data)
+        then(run)
+        since = time.monotonic()
+        output = run.communicate(timeout=120)[0]
+        return run, output, time.monotonic() - since
+    finally:
+        start_server()
+        if run.poll() is None:
+            run.kill()
+
+
 def test_a_three_minute_postgres_outage_mid_study_costs_its_length_and_nothing_else(
     tmp_path, postgres_url, pg_data
 ):
@@ -152,17 +172,7 @@ def test_an_outage_past_the_timeout_stops_cleanly_and_the_same_command_continues
     # Trials of about 30 s, the server stopped at their first reports: they still train when the 20 s are up.
     name, n_trials = f"pg-stop-{uuid.uuid4().hex[:8]}", 4
     write_study(tmp_path, delay=0.75, n_trials=n_trials, outage_timeout=20)
-    run = start_run(tmp_path, postgres_url, name)
-    try:
-        wait_until(lambda: mid_study(postgres_url, name, finished=0), 120, "two trials training")
-        stop_server(pg_data)
-        down_at = time.monotonic()
-        output = run.communicate(timeout=120)[0]
-        stopped_after = time.monotonic() - down_at
-    finally:
-        start_server()
-        if run.poll() is None:
-            run.kill()
+    run, output, stopped_after = run_into_outage(tmp_path, postgres_url, pg_data, name, lambda run: None)
 
     assert run.returncode == 75, output[-3000:]
     last = output.strip().splitlines()[-1]
@@ -255,19 +265,12 @@ def test_a_stop_asked_during_an_outage_is_honoured_at_once_and_the_same_command_
     and says why it cannot list what was saved; the same command later resumes each stopped trial."""
     name, n_trials = f"pg-term-{uuid.uuid4().hex[:8]}", 4
     write_study(tmp_path, delay=0.75, n_trials=n_trials, outage_timeout=600)
-    run = start_run(tmp_path, postgres_url, name)
-    try:
-        wait_until(lambda: mid_study(postgres_url, name, finished=0), 120, "two trials training")
-        stop_server(pg_data)
+
+    def preempt(run: subprocess.Popen) -> None:
         time.sleep(5)  # the workers meet the outage: heartbeats skipped, reports kept
         run.send_signal(signal.SIGTERM)
-        asked_at = time.monotonic()
-        output = run.communicate(timeout=120)[0]
-        stopped_after = time.monotonic() - asked_at
-    finally:
-        start_server()
-        if run.poll() is None:
-            run.kill()
+
+    run, output, stopped_after = run_into_outage(tmp_path, postgres_url, pg_data, name, preempt)
 
     assert run.returncode == 130, output[-3000:]
     assert stopped_after < 40, stopped_after  # the trials' next step and save, not the outage's end
