@@ -57,6 +57,7 @@ def candidates_for(problem: Problem) -> list[Method]:
     """hpo's ASHA variants on `problem`: the default before issue 36 first."""
     first = problem.eval_every
     ninth = at_evaluation(problem, math.ceil(problem.steps / problem.eta**2))
+    third = at_evaluation(problem, math.ceil(problem.steps / problem.eta))
     two = RankGate(2, -1.0)  # judge once two trials have run to the end
     one = RankGate(1, -1.0)
     return [
@@ -118,6 +119,25 @@ def candidates_for(problem: Problem) -> list[Method]:
             "hpo: stop-type Hyperband from 1st eval",
             {"type": "hyperband", "min_resource": first, "max_resource": problem.steps},
         ),
+        # Round 2 of the stop-type ones, around the best of the first four (rungs from a ninth): a gentler and a
+        # harsher cut, Hyperband's hedge over where the first rung goes, and a rung that waits for a second trial.
+        stop(
+            problem, "hpo: stop-type rungs from 1/9 (eta 2)", {"min_resource": ninth, "reduction_factor": 2}
+        ),
+        stop(
+            problem, "hpo: stop-type rungs from 1/9 (eta 4)", {"min_resource": ninth, "reduction_factor": 4}
+        ),
+        stop(
+            problem,
+            "hpo: stop-type Hyperband from 1/9",
+            {"type": "hyperband", "min_resource": ninth, "max_resource": problem.steps},
+        ),
+        stop(
+            problem,
+            "hpo: stop-type rungs from 1/9 (2 at a rung)",
+            {"min_resource": ninth, "bootstrap_count": 2},
+        ),
+        stop(problem, "hpo: stop-type rungs from 1/3", {"min_resource": third}),
     ]
 
 

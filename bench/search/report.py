@@ -183,6 +183,10 @@ def report(folder: Path) -> str:
         "Candidates on all problems (worst ratio to the best peer; average regret rank among the candidates):",
         "",
         *candidate_lines(problems, budgets, candidates, judges),
+        "",
+        "Each peer and hpo's default against the best of the *other* peers (what a 1.2x bar asks of any method):",
+        "",
+        *envelope_lines(table, budgets, judges),
     ]
     return "\n".join(lines)
 
@@ -200,6 +204,23 @@ def candidate_lines(
         value = heldout.ratio(problems[worst], c, peers, budgets[worst])
         average = float(np.mean([ranks[n][c] for n in problems]))
         lines.append(row([c.removeprefix("hpo: "), f"{value:.2f}", worst, f"{average:.2f}"]))
+    return lines
+
+
+def envelope_lines(
+    table: dict[str, dict[str, list[RunFigures]]], budgets: dict[str, float], judges: list[str]
+) -> list[str]:
+    """Each judge's ratio to the best of the other judges, and the held-out default's to the best of all of them:
+    how far the best method in the field is from the envelope the issue's bar is drawn against."""
+    lines = header(["method", "worst ratio", "on", "problems over 1.2x", "geometric mean ratio"])
+    for method in [*judges, DEFAULT]:
+        others = [j for j in judges if j != method]
+        ratios = {n: heldout.ratio(runs, method, others, budgets[n]) for n, runs in table.items()}
+        worst = max(ratios, key=ratios.__getitem__)
+        over = sum(r > 1.2 for r in ratios.values())
+        mean = float(np.exp(np.mean(np.log(list(ratios.values())))))
+        label = method.removeprefix("hpo: ")
+        lines.append(row([label, f"{ratios[worst]:.2f}", worst, f"{over} of {len(ratios)}", f"{mean:.2f}"]))
     return lines
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from bench.search import heldout
+from bench.search import heldout, report
 from bench.search.candidates import at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
 from bench.search.methods import past_a_ninth
@@ -92,3 +92,16 @@ def test_hpos_default_rung_is_the_one_the_suite_chose_it_by(name):
     assert plan is not None and plan.gate == RankGate(2, -1.0)
     steps_per_unit = problem.steps // spec.study.scheduler.max_resource
     assert tuple(level * steps_per_unit for level in plan.levels) == past_a_ninth(problem)
+
+
+def test_each_peer_is_measured_against_the_best_of_the_others_and_the_default_against_all():
+    # two problems; P and Q trade places (regret 0.2 against 0.3); the default is 0.25 on both
+    table = {
+        "p1": {"P": runs(0.2, 10.0), "Q": runs(0.3, 10.0), report.DEFAULT: runs(0.25, 10.0)},
+        "p2": {"P": runs(0.3, 10.0), "Q": runs(0.2, 10.0), report.DEFAULT: runs(0.25, 10.0)},
+    }
+    lines = report.envelope_lines(table, {"p1": 100.0, "p2": 100.0}, ["P", "Q"])
+    # P is 1.5x behind Q on p2 and level on p1 (ahead on regret, the same time to q95: a ratio is the larger of the
+    # two), geometric mean sqrt(1.5); the default is 1.25x behind the better of P and Q on both
+    assert lines[2] == "| P | 1.50 | p2 | 1 of 2 | 1.22 |"
+    assert lines[4] == f"| {report.DEFAULT} | 1.25 | p1 | 2 of 2 | 1.25 |"
