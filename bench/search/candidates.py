@@ -138,14 +138,37 @@ def candidates_for(problem: Problem) -> list[Method]:
             {"min_resource": ninth, "bootstrap_count": 2},
         ),
         stop(problem, "hpo: stop-type rungs from 1/3", {"min_resource": third}),
+        # Round 3, around the best of round 2 at 100 seeds (eta 2 from a ninth): the same cut from the first
+        # evaluation, Hyperband's hedge at eta 2, and random search under it (as Ray Tune's ASHA, the best peer).
+        stop(
+            problem,
+            "hpo: stop-type rungs from 1st eval (eta 2)",
+            {"min_resource": first, "reduction_factor": 2},
+        ),
+        stop(
+            problem,
+            "hpo: stop-type Hyperband from 1/9 (eta 2)",
+            {
+                "type": "hyperband",
+                "min_resource": ninth,
+                "max_resource": problem.steps,
+                "reduction_factor": 2,
+            },
+        ),
+        stop(
+            problem,
+            "hpo: stop-type rungs from 1/9 (eta 2) random search",
+            {"min_resource": ninth, "reduction_factor": 2},
+            sampler="random",
+        ),
     ]
 
 
-def stop(problem: Problem, name: str, pruner: dict[str, object]) -> Method:
+def stop(problem: Problem, name: str, pruner: dict[str, object], sampler: str = "study") -> Method:
     """A stop-type schedule: an Optuna pruner section of a study file (successive halving unless it says), at the
-    problem's eta, with the multi-fidelity TPE learning from every rung value."""
+    problem's eta, with the multi-fidelity TPE learning from every rung value (or random search)."""
     section = {"type": "successive_halving", "reduction_factor": problem.eta, **pruner}
-    return Method(name, "study", section, multi_fidelity=True)
+    return Method(name, sampler, section, multi_fidelity=sampler == "study")
 
 
 CURRENT = "hpo: 1 rung at 1st eval (2 finished)"  # the default before issue 36 (methods.HPO_METHOD)
