@@ -135,6 +135,19 @@ def recorded() -> list[str]:
     return [name for name, problem in PROBLEMS.items() if problem.data_file.exists()]
 
 
+def chosen_methods(parser: argparse.ArgumentParser, only: str | None, names: list[str]) -> set[str] | None:
+    """`--only`'s method names, each known on some problem: a name the suite does not know (a typo, or a name with a
+    comma split in two) is refused, not run as nothing."""
+    if not only:
+        return None
+    chosen = {name.strip() for name in only.split(",")}
+    known = {method for name in names for method in methods_of(name)}
+    unknown = sorted(chosen - known)
+    if unknown:
+        parser.error(f"--only: unknown method(s) {unknown}; the suite's names: {', '.join(sorted(known))}")
+    return chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -152,7 +165,7 @@ def main() -> None:
         merge(options.merge_from, options.out)
         return
     names = options.problems.split(",") if options.problems else recorded()
-    only = set(options.only.split(",")) if options.only else None
+    only = chosen_methods(parser, options.only, names)
     started = time.perf_counter()
     if not options.no_simulated:
         for name, runs in simulate_all(names, only, options.seeds, options.jobs):

@@ -42,3 +42,20 @@ def test_every_problem_gets_its_own_json_beside_the_one_given(tmp_path):
     assert written == sorted(f"search_{name}.json" for name in PROBLEMS)
     for name in PROBLEMS:
         assert json.loads((tmp_path / f"search_{name}.json").read_text())["problem"] == name
+
+
+def test_the_suite_refuses_a_method_it_does_not_know_instead_of_running_nothing(tmp_path):
+    # a name with a comma is split in two by --only: each half is unknown, and the suite says so before it runs
+    command = [
+        sys.executable,
+        str(ROOT / "bench" / "search" / "suite.py"),
+        "--problems",
+        "digits",
+        "--seeds",
+        "1",
+    ]
+    only = ["--only", "TPE,hpo: stop-type rungs from 1/9 (eta 2, random)", "--out", str(tmp_path)]
+    done = subprocess.run([*command, *only], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 2
+    assert "--only: unknown method(s) ['hpo: stop-type rungs from 1/9 (eta 2', 'random)']" in done.stderr
+    assert not list(tmp_path.iterdir())  # nothing written
