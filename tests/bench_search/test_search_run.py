@@ -10,16 +10,13 @@ import sys
 from bench.search.problems import PROBLEMS, ROOT
 
 
+def _script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(ROOT / "bench" / "search" / name), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        sys.executable,
-        str(ROOT / "bench" / "search" / "run.py"),
-        "--seeds",
-        "2",
-        "--only",
-        "random,tpe",
-    ]
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return _script("run.py", "--seeds", "2", "--only", "random,tpe", *args)
 
 
 def test_one_problem_writes_its_figures_to_the_json_given(tmp_path):
@@ -46,16 +43,8 @@ def test_every_problem_gets_its_own_json_beside_the_one_given(tmp_path):
 
 def test_the_suite_refuses_a_method_it_does_not_know_instead_of_running_nothing(tmp_path):
     # a name with a comma is split in two by --only: each half is unknown, and the suite says so before it runs
-    command = [
-        sys.executable,
-        str(ROOT / "bench" / "search" / "suite.py"),
-        "--problems",
-        "digits",
-        "--seeds",
-        "1",
-    ]
-    only = ["--only", "TPE,hpo: stop-type rungs from 1/9 (eta 2, random)", "--out", str(tmp_path)]
-    done = subprocess.run([*command, *only], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    only = "TPE,hpo: stop-type rungs from 1/9 (eta 2, random)"
+    done = _script("suite.py", "--problems", "digits", "--seeds", "1", "--only", only, "--out", str(tmp_path))
     assert done.returncode == 2
     assert "--only: unknown method(s) ['hpo: stop-type rungs from 1/9 (eta 2', 'random)']" in done.stderr
     assert not list(tmp_path.iterdir())  # nothing written
