@@ -172,3 +172,4 @@ def stop(problem: Problem, name: str, pruner: dict[str, object], sampler: str = 
 
 
 CURRENT = "hpo: 1 rung at 1st eval (2 finished)"  # the default before issue 36 (methods.HPO_METHOD)
+SHIPPED = "hpo: 1 rung at 1/9 (2 finished)"  # what `scheduler: {type: asha}` does today (hpo.spec.scheduler)

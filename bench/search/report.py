@@ -3,11 +3,14 @@ rank, and hpo's default chosen on held-out problems (bench/search/heldout.py).
 
     python bench/search/report.py                  # markdown on stdout
     python bench/search/report.py --out docs/x.md  # and into a file
+    python bench/search/report.py --fresh runs/fresh   # and the rule's pick judged on the fresh set
 
 Tables: (1) normalised regret over time (mean over seeds) and the rank it gives on each problem, with the average
 rank; (2) median time to the 95th percentile of the recorded final scores (seeds that reached it); (3) hpo's default
 against the best peer on each problem: the ratio of median times to q90, q95, q99, the final best against the best
-peer's, and the candidate chosen with that problem held out.
+peer's, and the candidate chosen with that problem held out. With `--fresh`, the same tables on the fresh set
+(problems made after the candidates and the rule were fixed, `suite.py --fresh`), where hpo's default is the candidate
+the rule picks on all the suite's problems: nothing there was chosen on them.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.search import heldout  # noqa: E402
-from bench.search.candidates import CURRENT  # noqa: E402
+from bench.search.candidates import CURRENT, SHIPPED  # noqa: E402
 from bench.search.figures import QUANTILES, RunFigures, Spread  # noqa: E402
 from bench.search.suite import OUT, load_runs  # noqa: E402
 
 DEFAULT = "hpo default (held-out)"
 RATIO_MIN_SEEDS = 10
 BEFORE = "hpo before"
+SHIPPED_LABEL = "hpo shipped"  # `scheduler: {type: asha}` as it is today, in the fresh set's tables
 
 
 def gather(folder: Path) -> tuple[dict[str, dict[str, list[RunFigures]]], dict[str, float], dict[str, bool]]:
@@ -153,18 +157,22 @@ def bold(text: str, yes: bool) -> str:
     return f"**{text}**" if yes else text
 
 
-def report(folder: Path) -> str:
+def judges_of(problems: dict[str, dict[str, list[RunFigures]]], peers: list[str]) -> list[str]:
+    """The best peer of a ratio is taken among peers run on enough seeds: the minimum of many medians, some over 3
+    seeds, would pick the luckiest (the model-based peers, slow to run, have few seeds; they are still ranked)."""
+    return [p for p in peers if min(len(problems[n][p]) for n in problems) >= RATIO_MIN_SEEDS]
+
+
+def report(folder: Path, fresh: Path | None = None) -> str:
     problems, budgets, maximize = gather(folder)
     peers, candidates, partial = split(problems)
-    # The best peer of a ratio is taken among peers run on enough seeds: the minimum of many medians, some over 3
-    # seeds, would pick the luckiest (the model-based peers, slow to run, have few seeds; they are still ranked).
-    judges = [p for p in peers if min(len(problems[n][p]) for n in problems) >= RATIO_MIN_SEEDS]
+    judges = judges_of(problems, peers)
     chosen = heldout.leave_one_out(problems, budgets, candidates, judges)
     table = with_default(problems, chosen)
     methods = [*peers, *partial, BEFORE, DEFAULT]
     seeds = {len(runs[m]) for runs in problems.values() for m in runs}
     lines = [
-        f"{len(problems)} problems, seeds per method {sorted(seeds)}; shipped (chosen on all problems): "
+        f"{len(problems)} problems, seeds per method {sorted(seeds)}; the rule's pick on all problems: "
         f"{heldout.choose(problems, budgets, candidates, judges)}; ratios against the best of "
         f"{', '.join(judges)} (peers on at least {RATIO_MIN_SEEDS} seeds)",
         "",
@@ -188,7 +196,44 @@ def report(folder: Path) -> str:
         "",
         *envelope_lines(table, budgets, judges),
     ]
+    if fresh is not None:
+        pick = heldout.choose(problems, budgets, candidates, judges)
+        lines += ["", *fresh_lines(fresh, pick, len(problems))]
     return "\n".join(lines)
+
+
+def fresh_lines(folder: Path, pick: str, suite_size: int) -> list[str]:
+    """The fresh set's tables: hpo's default there is `pick`, the rule's choice on the whole suite, so every figure is
+    held out; the shipped default and the default before beside it."""
+    problems, budgets, maximize = gather(folder)
+    peers, _, partial = split(problems)
+    judges = judges_of(problems, peers)
+    table = {
+        name: {**runs, DEFAULT: runs[pick], SHIPPED_LABEL: runs[SHIPPED], BEFORE: runs[CURRENT]}
+        for name, runs in problems.items()
+    }
+    methods = [*peers, *partial, BEFORE, SHIPPED_LABEL, DEFAULT]
+    return [
+        f"**Fresh set**: {len(problems)} problems ({', '.join(problems)}) made after the candidates and the rule "
+        f"were fixed; {DEFAULT} = the rule's pick on the suite's {suite_size} problems: {pick.removeprefix('hpo: ')}; "
+        f"{SHIPPED_LABEL} = {SHIPPED.removeprefix('hpo: ')}",
+        "",
+        "Normalised regret over time, mean over seeds (rank on the problem):",
+        "",
+        *regret_table(table, methods),
+        "",
+        "Median time to the 95th percentile, simulated seconds (seeds that reached it):",
+        "",
+        *time_table(table, methods, 0.95),
+        "",
+        "The rule's pick against the best peer, median times; final best, mean over seeds:",
+        "",
+        *ratio_table(table, judges, {name: pick for name in problems}, maximize),
+        "",
+        "Each peer and the rule's pick against the best of the *other* peers:",
+        "",
+        *envelope_lines(table, budgets, judges),
+    ]
 
 
 def candidate_lines(
@@ -230,8 +275,11 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=Path, default=OUT)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--fresh", type=Path, help="the fresh set's runs (suite.py --fresh writes runs/fresh)"
+    )
     options = parser.parse_args()
-    text = report(options.runs)
+    text = report(options.runs, options.fresh)
     print(text)
     if options.out:
         options.out.write_text(text + "\n")

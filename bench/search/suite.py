@@ -7,7 +7,8 @@
 
 Each problem's runs go to runs/suite/<problem>.json ({method: [figures per seed]}), merged with what is there, so the
 peers (slow, in their own environments) and our methods can be run apart and on other machines; `--only` picks
-methods, `--problems` problems. Simulations are spread over `--jobs` processes (one seed of one method each).
+methods, `--problems` problems. `--fresh` runs the fresh set (problems made after every choice) into runs/fresh,
+where no choice reads them: `report.py --fresh` judges the rule's pick there. Simulations are spread over `--jobs` processes (one seed of one method each).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import budget_of, simulate  # noqa: E402
 
 OUT = ROOT / "runs" / "suite"
+FRESH_OUT = ROOT / "runs" / "fresh"  # the fresh set's runs, apart: no choice reads them (report.py --fresh)
 OPTUNA_PEERS = {"random": "random", "tpe": "TPE", "tpe+sh": "TPE + SH", "tpe+hyperband": "TPE + Hyperband"}
 
 
@@ -131,8 +133,11 @@ def merge(source: Path, out: Path) -> None:
         print(f"merged {stored['problem']}: {len(runs)} methods into {save(stored['problem'], runs, out)}")
 
 
-def recorded() -> list[str]:
-    return [name for name, problem in PROBLEMS.items() if problem.data_file.exists()]
+def recorded(fresh: bool = False) -> list[str]:
+    """The recorded problems of the suite, or of the fresh set (`Problem.fresh`)."""
+    return [
+        name for name, problem in PROBLEMS.items() if problem.data_file.exists() and problem.fresh == fresh
+    ]
 
 
 def chosen_methods(parser: argparse.ArgumentParser, only: str | None, names: list[str]) -> set[str] | None:
@@ -156,15 +161,19 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=max(1, multiprocessing.cpu_count() - 1))
     parser.add_argument("--only", help="comma-separated method names (the suite's names)")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--fresh", action="store_true", help="the fresh set's problems, into runs/fresh")
+    parser.add_argument(
+        "--out", type=Path, help=f"default: {OUT.relative_to(ROOT)} ({FRESH_OUT.relative_to(ROOT)})"
+    )
     parser.add_argument("--no-simulated", action="store_true", help="only the peers in their own venvs")
     parser.add_argument("--merge-from", type=Path, help="only merge the runs in this folder into --out")
     peers.add_arguments(parser)
     options = parser.parse_args()
+    options.out = options.out or (FRESH_OUT if options.fresh else OUT)
     if options.merge_from:
         merge(options.merge_from, options.out)
         return
-    names = options.problems.split(",") if options.problems else recorded()
+    names = options.problems.split(",") if options.problems else recorded(options.fresh)
     only = chosen_methods(parser, options.only, names)
     started = time.perf_counter()
     if not options.no_simulated:

@@ -5,10 +5,11 @@ regression: the tabular problems of `bench/search/` (each a study file naming a 
            compute_metrics: studies.tasks.tabular:compute_metrics}
     model: {dataset: breast_cancer}
 
-Data sets (`DATASETS`): scikit-learn's bundled breast_cancer and wine, and generated ones (make_classification,
-make_regression, make_friedman1, make_moons) whose size, difficulty and label noise differ, so that what makes a search
-schedule right or wrong differs too. Every split is fixed (the same eval rows for every trial), features are
-standardised on the training rows, a regression target too (so its eval loss is a fraction of the target's variance).
+Data sets (`DATASETS`): scikit-learn's bundled breast_cancer, wine and diabetes, and generated ones
+(make_classification, make_regression, make_friedman1, make_moons, make_hastie_10_2) whose size, difficulty and label
+noise differ, so that what makes a search schedule right or wrong differs too. Every split is fixed (the same eval
+rows for every trial), features are standardised on the training rows, a regression target too (so its eval loss is a
+fraction of the target's variance).
 Model parameters: hidden_size, num_layers, dropout, activation (and `dataset`, from the file).
 """
 
@@ -77,6 +78,21 @@ def _regression() -> Table:
     return Table(x, y, 0)
 
 
+def _diabetes() -> Table:
+    from sklearn.datasets import load_diabetes
+
+    x, y = load_diabetes(return_X_y=True)
+    return Table(x, y, 0)
+
+
+def _hastie() -> Table:
+    from sklearn.datasets import make_hastie_10_2
+
+    # the class is whether a point lies outside a 10-dimensional sphere: a nonlinear boundary no linear layer finds
+    x, y = make_hastie_10_2(n_samples=4000, random_state=7)
+    return Table(x, (y > 0).astype(np.int64), 2)
+
+
 def _friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -128,6 +144,21 @@ DATASETS: dict[str, Callable[[], Table]] = {
         random_state=2,
     ),
     "moons": _moons,
+    # The fresh set (bench/search's confirmation problems, made after its candidates were fixed): diabetes, hastie,
+    # synth_many_classes.
+    "diabetes": _diabetes,  # 442 rows, 10 columns, a regression: 111 eval rows, a noisy loss
+    "hastie": _hastie,
+    "synth_many_classes": _classification(  # 8 classes of 2 clusters each, some labels flipped
+        n_samples=5000,
+        n_features=40,
+        n_informative=16,
+        n_redundant=8,
+        n_classes=8,
+        n_clusters_per_class=2,
+        class_sep=1.0,
+        flip_y=0.05,
+        random_state=8,
+    ),
     "regression": _regression,
     "friedman": _friedman,
 }

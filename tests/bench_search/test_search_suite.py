@@ -3,14 +3,16 @@ it was chosen on), ranks, and the candidates' rung layouts on the recorded probl
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 import yaml
 
 from bench.search import heldout, report
-from bench.search.candidates import at_evaluation, candidates_for
+from bench.search.candidates import CURRENT, SHIPPED, at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
 from bench.search.methods import past_a_ninth
 from bench.search.problems import PROBLEMS
@@ -105,3 +107,31 @@ def test_each_peer_is_measured_against_the_best_of_the_others_and_the_default_ag
     # two), geometric mean sqrt(1.5); the default is 1.25x behind the better of P and Q on both
     assert lines[2] == "| P | 1.50 | p2 | 1 of 2 | 1.22 |"
     assert lines[4] == f"| {report.DEFAULT} | 1.25 | p1 | 2 of 2 | 1.25 |"
+
+
+def test_the_fresh_set_judges_the_pick_made_on_the_suite_not_the_best_candidate_there(tmp_path):
+    # On the fresh problem, candidate B is the best method of all; the rule picked A on the suite, so A's figures are
+    # the default's there (rank 3 of 5 behind the peers' 0.2 and 0.25; B is not a method of the table), whatever B
+    # does.
+    figures = {
+        "peer": runs(0.2, 10.0, seeds=10),
+        "peer 2": runs(0.25, 12.0, seeds=10),
+        "hpo: A": runs(0.3, 20.0, seeds=10),
+        "hpo: B": runs(0.1, 5.0, seeds=10),
+        SHIPPED: runs(0.4, 30.0, seeds=10),
+        CURRENT: runs(0.5, 40.0, seeds=10),
+    }
+    stored = {
+        "problem": "fresh-p",
+        "budget_s": 100.0,
+        "regret_scale": [1.0, 0.5],
+        "runs": {m: {"seeds": len(f), "figures": [asdict(r) for r in f]} for m, f in figures.items()},
+    }
+    (tmp_path / "fresh-p.json").write_text(json.dumps(stored))
+    lines = report.fresh_lines(tmp_path, "hpo: A", suite_size=13)
+    assert "the rule's pick on the suite's 13 problems: A;" in lines[0]
+    regret_header = lines[4]
+    assert regret_header.split(" | ")[-1] == f"{report.DEFAULT} |"
+    fresh_row = lines[6]
+    assert fresh_row.endswith("| 0.500 (5) | 0.400 (4) | 0.300 (3) |")  # before, shipped, the pick
+    assert "2.00x (peer)" in next(line for line in lines if line.startswith("| fresh-p | 2.00x"))

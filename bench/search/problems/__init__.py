@@ -46,6 +46,10 @@ class Problem:
     # Keys that replace the study file's training section in the recording (and in a real run of the problem, with
     # --set): a denser evaluation than the file's, so that a pruner or a rung has more points to act at.
     training: dict[str, Any] = field(default_factory=dict)
+    # The fresh set: problems made after hpo's candidates and the held-out rule were fixed, kept out of the suite's
+    # tables and of every choice, so that the rule's pick is judged on problems nothing was chosen on
+    # (`suite.py --fresh`, `report.py --fresh`).
+    fresh: bool = False
 
     @classmethod
     def from_study(cls, name: str, configurations: int, draw_seed: int, **given: Any) -> Problem:

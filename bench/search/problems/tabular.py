@@ -19,4 +19,8 @@ PROBLEMS = [
     Problem.from_study("regression", configurations=80, draw_seed=2047),
     Problem.from_study("friedman", configurations=60, draw_seed=2048),
     Problem.from_study("synth-optim", configurations=80, draw_seed=2049),
+    # the fresh set (2026-11-29): other data, lengths, cadences and schedules, none seen by a choice
+    Problem.from_study("fresh-diabetes", configurations=80, draw_seed=2050, fresh=True),
+    Problem.from_study("fresh-hastie", configurations=80, draw_seed=2051, fresh=True),
+    Problem.from_study("fresh-many-classes", configurations=60, draw_seed=2052, fresh=True),
 ]
