@@ -92,6 +92,9 @@ def methods_for(problem: Problem) -> list[Method]:
         Method("tpe", "study"),
         Method("tpe+sh", "study", sh),
         Method("tpe+hyperband", "study", hyperband),
+        # Optuna's median pruner at its defaults: what hpo gives a study file that names no pruner and no scheduler
+        # (hpo.spec.study: `_choose_pruner`), and the pruner of Optuna's own tutorials
+        Method("tpe+median", "study", {"type": "median"}),
         # the multi-fidelity TPE serves stop-type studies too
         Method("mftpe+sh", "study", sh, multi_fidelity=True),
         Method("mftpe+hyperband", "study", hyperband, multi_fidelity=True),

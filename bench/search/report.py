@@ -33,7 +33,7 @@ from bench.search.suite import OUT, load_runs  # noqa: E402
 DEFAULT = "hpo default (held-out)"
 RATIO_MIN_SEEDS = 10
 BEFORE = "hpo before"
-SHIPPED_LABEL = "hpo shipped"  # `scheduler: {type: asha}` as it is today, in the fresh set's tables
+SHIPPED_LABEL = "hpo shipped"  # `scheduler: {type: asha}` as it is today
 
 
 def gather(folder: Path) -> tuple[dict[str, dict[str, list[RunFigures]]], dict[str, float], dict[str, bool]]:
@@ -62,9 +62,11 @@ def split(problems: dict[str, dict[str, list[RunFigures]]]) -> tuple[list[str], 
 def with_default(
     problems: dict[str, dict[str, list[RunFigures]]], chosen: dict[str, str]
 ) -> dict[str, dict[str, list[RunFigures]]]:
-    """Each problem's runs plus the held-out default (the candidate chosen without it) and the default before."""
+    """Each problem's runs plus the held-out default (the candidate chosen without it), the shipped default and the
+    default before."""
     return {
-        name: {**runs, DEFAULT: runs[chosen[name]], BEFORE: runs[CURRENT]} for name, runs in problems.items()
+        name: {**runs, DEFAULT: runs[chosen[name]], SHIPPED_LABEL: runs[SHIPPED], BEFORE: runs[CURRENT]}
+        for name, runs in problems.items()
     }
 
 
@@ -169,7 +171,7 @@ def report(folder: Path, fresh: Path | None = None) -> str:
     judges = judges_of(problems, peers)
     chosen = heldout.leave_one_out(problems, budgets, candidates, judges)
     table = with_default(problems, chosen)
-    methods = [*peers, *partial, BEFORE, DEFAULT]
+    methods = [*peers, *partial, BEFORE, SHIPPED_LABEL, DEFAULT]
     seeds = {len(runs[m]) for runs in problems.values() for m in runs}
     lines = [
         f"{len(problems)} problems, seeds per method {sorted(seeds)}; the rule's pick on all problems: "
@@ -208,10 +210,7 @@ def fresh_lines(folder: Path, pick: str, suite_size: int) -> list[str]:
     problems, budgets, maximize = gather(folder)
     peers, _, partial = split(problems)
     judges = judges_of(problems, peers)
-    table = {
-        name: {**runs, DEFAULT: runs[pick], SHIPPED_LABEL: runs[SHIPPED], BEFORE: runs[CURRENT]}
-        for name, runs in problems.items()
-    }
+    table = with_default(problems, dict.fromkeys(problems, pick))
     methods = [*peers, *partial, BEFORE, SHIPPED_LABEL, DEFAULT]
     return [
         f"**Fresh set**: {len(problems)} problems ({', '.join(problems)}) made after the candidates and the rule "

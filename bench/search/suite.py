@@ -39,7 +39,13 @@ from bench.search.simulate import budget_of, simulate  # noqa: E402
 
 OUT = ROOT / "runs" / "suite"
 FRESH_OUT = ROOT / "runs" / "fresh"  # the fresh set's runs, apart: no choice reads them (report.py --fresh)
-OPTUNA_PEERS = {"random": "random", "tpe": "TPE", "tpe+sh": "TPE + SH", "tpe+hyperband": "TPE + Hyperband"}
+OPTUNA_PEERS = {
+    "random": "random",
+    "tpe": "TPE",
+    "tpe+median": "TPE + median",  # also hpo's out-of-the-box pruning: a study file that names none gets it
+    "tpe+sh": "TPE + SH",
+    "tpe+hyperband": "TPE + Hyperband",
+}
 
 
 @cache

