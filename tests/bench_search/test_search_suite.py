@@ -16,6 +16,7 @@ from bench.search.candidates import CURRENT, SHIPPED, at_evaluation, candidates_
 from bench.search.figures import RunFigures, regret_area
 from bench.search.methods import past_a_ninth
 from bench.search.problems import PROBLEMS
+from bench.search.suite import recorded
 from hpo.scheduling.promotion import AshaPlan
 from hpo.scheduling.rank_gate import RankGate
 from hpo.spec import parse_study_spec
@@ -135,3 +136,12 @@ def test_the_fresh_set_judges_the_pick_made_on_the_suite_not_the_best_candidate_
     fresh_row = lines[6]
     assert fresh_row.endswith("| 0.500 (5) | 0.400 (4) | 0.300 (3) |")  # before, shipped, the pick
     assert "2.00x (peer)" in next(line for line in lines if line.startswith("| fresh-p | 2.00x"))
+
+
+def test_the_suite_never_reads_the_fresh_set_and_the_fresh_run_reads_only_it():
+    # the held-out choice and the suite's tables are made from `recorded()`: a fresh problem in them would let a
+    # choice see it; `suite.py --fresh` runs the fresh ones alone, into runs/fresh
+    suite_names, fresh_names = recorded(), recorded(fresh=True)
+    assert {"fresh-diabetes", "fresh-hastie", "fresh-many-classes", "fresh-cnn-optim"} == set(fresh_names)
+    assert not set(suite_names) & set(fresh_names)
+    assert len(suite_names) == 13 and all(not PROBLEMS[name].fresh for name in suite_names)
