@@ -14,6 +14,7 @@ where no choice reads them: `report.py --fresh` judges the rule's pick there. Si
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import sys
@@ -146,6 +147,19 @@ def recorded(fresh: bool = False) -> list[str]:
     ]
 
 
+def scale_overheads(factor: float) -> None:
+    """Every problem's per-trial start, pause and resume costs times `factor`, for the peers' runs too (they read the
+    problem): how far the verdicts hang on costs the simulator assumes (real 2-worker runs start fewer trials than
+    simulated; docs/benchmarks.md, "Real runs")."""
+    for name, problem in PROBLEMS.items():
+        PROBLEMS[name] = dataclasses.replace(
+            problem,
+            start_s=problem.start_s * factor,
+            pause_s=problem.pause_s * factor,
+            resume_s=problem.resume_s * factor,
+        )
+
+
 def chosen_methods(parser: argparse.ArgumentParser, only: str | None, names: list[str]) -> set[str] | None:
     """`--only`'s method names, each known on some problem: a name the suite does not know (a typo, or a name with a
     comma split in two) is refused, not run as nothing."""
@@ -173,9 +187,21 @@ def main() -> None:
     )
     parser.add_argument("--no-simulated", action="store_true", help="only the peers in their own venvs")
     parser.add_argument("--merge-from", type=Path, help="only merge the runs in this folder into --out")
+    parser.add_argument(
+        "--overhead-scale",
+        type=float,
+        default=1.0,
+        help="multiply every problem's start, pause and resume costs (a sensitivity run: give it its own --out)",
+    )
     peers.add_arguments(parser)
     options = parser.parse_args()
     options.out = options.out or (FRESH_OUT if options.fresh else OUT)
+    if options.overhead_scale != 1.0:
+        if options.out in (OUT, FRESH_OUT):
+            parser.error(
+                "--overhead-scale: give the runs their own --out (runs/suite holds the suite's costs)"
+            )
+        scale_overheads(options.overhead_scale)
     if options.merge_from:
         merge(options.merge_from, options.out)
         return

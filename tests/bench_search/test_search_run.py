@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from bench.search.problems import PROBLEMS, ROOT
 
 
@@ -48,3 +50,22 @@ def test_the_suite_refuses_a_method_it_does_not_know_instead_of_running_nothing(
     assert done.returncode == 2
     assert "--only: unknown method(s) ['hpo: stop-type rungs from 1/9 (eta 2', 'random)']" in done.stderr
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_sensitivity_run_scales_every_overhead_into_its_own_folder_only(tmp_path):
+    # --overhead-scale 3: each new trial pays three times the start cost, so the study's budget (30 full trials on 2
+    # workers, each with its start) grows by 30 * 2 * start_s / 2; into runs/suite it is refused (that folder holds the
+    # suite's costs)
+    refused = _script(
+        "suite.py", "--problems", "breast-cancer", "--seeds", "1", "--only", "random", "--overhead-scale", "3"
+    )
+    assert refused.returncode == 2 and "--overhead-scale: give the runs their own --out" in refused.stderr
+    budgets = {}
+    for scale in ("1", "3"):
+        out = tmp_path / scale
+        args = ("--problems", "breast-cancer", "--seeds", "1", "--only", "random", "--overhead-scale", scale)
+        done = _script("suite.py", *args, "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        budgets[scale] = json.loads((out / "breast-cancer.json").read_text())["budget_s"]
+    start_s = PROBLEMS["breast-cancer"].start_s
+    assert budgets["3"] - budgets["1"] == pytest.approx(30 * 2 * start_s / 2)
