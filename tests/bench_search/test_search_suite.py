@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from bench.search import heldout, report
+from bench.search import heldout, report, sensitivity
 from bench.search.candidates import CURRENT, SHIPPED, at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
 from bench.search.methods import past_a_ninth
@@ -145,3 +145,18 @@ def test_the_suite_never_reads_the_fresh_set_and_the_fresh_run_reads_only_it():
     assert {"fresh-diabetes", "fresh-hastie", "fresh-many-classes", "fresh-cnn-optim"} == set(fresh_names)
     assert not set(suite_names) & set(fresh_names)
     assert len(suite_names) == 13 and all(not PROBLEMS[name].fresh for name in suite_names)
+
+
+def test_the_sensitivity_line_ranks_a_method_beside_the_peers_and_names_its_worst_problem():
+    # two problems; every peer at regret 0.3 and q95 10 s but TPE + SH at 0.1 on p1; the pick at 0.2 on both, 15 s to
+    # q95 on p2: second on p1 (behind TPE + SH), first on p2; its worst ratio is p1's regret 0.2 / 0.1
+    def problem_runs(best_peer_regret: float, pick_q95: float) -> dict[str, list[RunFigures]]:
+        runs_by = {m: runs(0.3, 10.0) for m in sensitivity.PEERS}
+        runs_by["TPE + SH"] = runs(best_peer_regret, 10.0)
+        return runs_by | {sensitivity.PICK: runs(0.2, pick_q95), SHIPPED: runs(0.3, 10.0)}
+
+    problems = {"p1": problem_runs(0.1, 10.0), "p2": problem_runs(0.3, 15.0)}
+    text = sensitivity.line("x1", problems, {"p1": 100.0, "p2": 100.0}, sensitivity.PICK)
+    cells = [c.strip() for c in text.strip("|").split("|")]
+    assert cells[2] == "1.50 (1 of 9)"  # ranks 2 and 1
+    assert cells[4] == "2.00 (p1)" and cells[5] == "2 of 2"  # p2: 15 s against 10 s, 1.5x
