@@ -165,17 +165,25 @@ def judges_of(problems: dict[str, dict[str, list[RunFigures]]], peers: list[str]
     return [p for p in peers if min(len(problems[n][p]) for n in problems) >= RATIO_MIN_SEEDS]
 
 
+def rule_pick(folder: Path) -> str:
+    """The candidate the held-out rule picks on every problem in `folder` (what it would ship)."""
+    problems, budgets, _ = gather(folder)
+    peers, candidates, _ = split(problems)
+    return heldout.choose(problems, budgets, candidates, judges_of(problems, peers))
+
+
 def report(folder: Path, fresh: Path | None = None) -> str:
     problems, budgets, maximize = gather(folder)
     peers, candidates, partial = split(problems)
     judges = judges_of(problems, peers)
+    pick = heldout.choose(problems, budgets, candidates, judges)
     chosen = heldout.leave_one_out(problems, budgets, candidates, judges)
     table = with_default(problems, chosen)
     methods = [*peers, *partial, BEFORE, SHIPPED_LABEL, DEFAULT]
     seeds = {len(runs[m]) for runs in problems.values() for m in runs}
     lines = [
         f"{len(problems)} problems, seeds per method {sorted(seeds)}; the rule's pick on all problems: "
-        f"{heldout.choose(problems, budgets, candidates, judges)}; ratios against the best of "
+        f"{pick}; ratios against the best of "
         f"{', '.join(judges)} (peers on at least {RATIO_MIN_SEEDS} seeds)",
         "",
         "Normalised regret over time, mean over seeds (rank on the problem); lower is better:",
@@ -199,7 +207,6 @@ def report(folder: Path, fresh: Path | None = None) -> str:
         *envelope_lines(table, budgets, judges),
     ]
     if fresh is not None:
-        pick = heldout.choose(problems, budgets, candidates, judges)
         lines += ["", *fresh_lines(fresh, pick, len(problems))]
     return "\n".join(lines)
 

@@ -8,7 +8,8 @@
 Each problem's runs go to runs/suite/<problem>.json ({method: [figures per seed]}), merged with what is there, so the
 peers (slow, in their own environments) and our methods can be run apart and on other machines; `--only` picks
 methods, `--problems` problems. `--fresh` runs the fresh set (problems made after every choice) into runs/fresh,
-where no choice reads them: `report.py --fresh` judges the rule's pick there. Simulations are spread over `--jobs` processes (one seed of one method each).
+where no choice reads them: `report.py --fresh` judges the rule's pick there. Simulations are spread over `--jobs`
+processes (one seed of one method each).
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ def main() -> None:
     options = parser.parse_args()
     options.out = options.out or (FRESH_OUT if options.fresh else OUT)
     if options.overhead_scale != 1.0:
-        if options.out in (OUT, FRESH_OUT):
+        if options.out.resolve() in (OUT.resolve(), FRESH_OUT.resolve()):
             parser.error(
                 "--overhead-scale: give the runs their own --out (runs/suite holds the suite's costs)"
             )

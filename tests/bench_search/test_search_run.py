@@ -60,6 +60,22 @@ def test_a_sensitivity_run_scales_every_overhead_into_its_own_folder_only(tmp_pa
         "suite.py", "--problems", "breast-cancer", "--seeds", "1", "--only", "random", "--overhead-scale", "3"
     )
     assert refused.returncode == 2 and "--overhead-scale: give the runs their own --out" in refused.stderr
+    as_written = _script(
+        "suite.py",
+        "--problems",
+        "breast-cancer",
+        "--seeds",
+        "1",
+        "--only",
+        "random",
+        "--overhead-scale",
+        "3",
+        "--out",
+        "runs/suite",
+    )  # the same folder named relative to the repository, as a user types it
+    assert (
+        as_written.returncode == 2 and "--overhead-scale: give the runs their own --out" in as_written.stderr
+    )
     budgets = {}
     for scale in ("1", "3"):
         out = tmp_path / scale

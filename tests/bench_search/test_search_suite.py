@@ -153,10 +153,10 @@ def test_the_sensitivity_line_ranks_a_method_beside_the_peers_and_names_its_wors
     def problem_runs(best_peer_regret: float, pick_q95: float) -> dict[str, list[RunFigures]]:
         runs_by = {m: runs(0.3, 10.0) for m in sensitivity.PEERS}
         runs_by["TPE + SH"] = runs(best_peer_regret, 10.0)
-        return runs_by | {sensitivity.PICK: runs(0.2, pick_q95), SHIPPED: runs(0.3, 10.0)}
+        return runs_by | {"hpo: pick": runs(0.2, pick_q95), SHIPPED: runs(0.3, 10.0)}
 
     problems = {"p1": problem_runs(0.1, 10.0), "p2": problem_runs(0.3, 15.0)}
-    text = sensitivity.line("x1", problems, {"p1": 100.0, "p2": 100.0}, sensitivity.PICK)
+    text = sensitivity.line("x1", problems, {"p1": 100.0, "p2": 100.0}, "hpo: pick")
     cells = [c.strip() for c in text.strip("|").split("|")]
     assert cells[2] == "1.50 (1 of 9)"  # ranks 2 and 1
     assert cells[4] == "2.00 (p1)" and cells[5] == "2 of 2"  # p2: 15 s against 10 s, 1.5x
