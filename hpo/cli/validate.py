@@ -52,7 +52,7 @@ def describe(spec: Spec, metrics: dict[str, float] | None) -> str:
             f"{spec.source}: valid study file '{spec.name}'",
             f"  objectives: {objectives} ({study.objective} evaluation of each trial)",
             f"  search space: {len(spec.search_space)} parameters ({', '.join(spec.search_space) or 'none'})",
-            f"  sampler: {study.sampler.type}; pruner: {study.pruner.type if study.pruner else 'none'}; "
+            f"  sampler: {study.sampler.type}; pruner: {_pruner_name(spec)}; "
             f"trials: {study.n_trials or 'until timeout'}",
             *([describe_scheduler(spec)] if study.scheduler is not None else []),
             f"  storage: {spec.storage}",
@@ -72,9 +72,22 @@ def describe(spec: Spec, metrics: dict[str, float] | None) -> str:
     return "\n".join(lines)
 
 
+def _pruner_name(spec: StudySpec) -> str:
+    if spec.stops_at_rungs():
+        return "the scheduler's stop-type rungs"
+    return spec.study.pruner.type if spec.study.pruner else "none"
+
+
 def describe_scheduler(spec: StudySpec) -> str:
     pbt = spec.study.scheduler
     assert pbt is not None
+    if pbt.type == "asha" and pbt.mode == "stop":
+        assert pbt.reduction_factor is not None  # settled
+        return (
+            f"  scheduler: asha, mode stop: trials stop at rungs from {pbt.first_fraction():.3g} of their length "
+            f"(at the first evaluation there), each {pbt.reduction_factor}x further, where they rank below the top "
+            f"1/{pbt.reduction_factor}; length {pbt.max_resource} {pbt.resource}"
+        )
     if pbt.type != "pbt":
         options = ", ".join(f"{k} {v}" for k, v in pbt.model_dump(exclude={"type"}).items())
         return f"  scheduler: {pbt.type}, {options}"

@@ -73,9 +73,9 @@ class AshaPlan:
     @classmethod
     def of(cls, spec: StudySpec) -> AshaPlan | None:
         scheduler = spec.study.scheduler
-        if scheduler is None or scheduler.type != "asha":
+        if scheduler is None or scheduler.type != "asha" or spec.stops_at_rungs():
             return None
-        assert scheduler.max_resource is not None  # filled by the spec's validator
+        assert scheduler.max_resource is not None and scheduler.reduction_factor is not None  # settled
         levels = rung_levels(
             scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor, scheduler.max_rungs
         )

@@ -43,9 +43,18 @@ from pydantic import Field, field_validator
 from hpo.spec.base import Section
 from hpo.spec.errors import FieldProblem
 
-# The default rung judges once this many trials have run to the end (and not before: a rung with nothing finished to
-# compare against cut the first, often best, trials short on LoRA on MiniLM; bench/search, docs/benchmarks.md).
+# The default promotion rung judges once this many trials have run to the end (and not before: a rung with nothing
+# finished to compare against cut the first, often best, trials short on LoRA on MiniLM; bench/search,
+# docs/benchmarks.md).
 STARTUP_TRIALS = 2
+# Stop-type rungs (`mode: stop`, the default): the first at a ninth of the length, each next one twice as far; the
+# held-out choice of bench/search (docs/benchmarks.md, "Which search finds a good model soonest").
+STOP_FIRST_FRACTION = 1 / 9
+STOP_REDUCTION_FACTOR = 2
+PROMOTION_REDUCTION_FACTOR = 3
+# What only pausing and promoting has: any of them given (or min_resource, which files meant for promotion before
+# stopping became the default) makes a section without `mode` a promotion one.
+PROMOTION_FIELDS = ("min_resource", "max_rungs", "continue_in_place", "promote_underfilled", "rank_gate")
 
 
 class RankGateSpec(Section):
@@ -56,12 +65,15 @@ class RankGateSpec(Section):
 
 class SchedulerSpec(Section):
     type: Literal["asha"] = "asha"
+    # stop: trials are stopped at their rungs (successive halving); promotion: paused and continued (ASHA's paper).
+    # None: stop, unless a promotion setting is given or the study does not evaluate during training (settle).
+    mode: Literal["stop", "promotion"] | None = None
     resource: Literal["steps", "epochs"] = "steps"  # not given: the unit of the training length (settle)
     min_resource: int | None = Field(
         None, ge=1
     )  # None: one rung at the first evaluation past a ninth (settle)
     max_resource: int | None = Field(None, ge=1)
-    reduction_factor: int = Field(3, ge=2)
+    reduction_factor: int | None = Field(None, ge=2)  # None: 2 stopping, 3 promoting (settle)
     # At most this many rungs, the lowest: min_resource, min_resource * reduction_factor, ... None: every level below
     # max_resource. With min_resource left out: 1.
     max_rungs: int | None = Field(None, ge=1)
@@ -83,9 +95,11 @@ class SchedulerSpec(Section):
     def training_length_key(self) -> str:
         return "max_steps" if self.resource == "steps" else "num_train_epochs"
 
-    def settle(self, training: dict[str, Any]) -> dict[str, Any]:
-        """Check the scheduler against the training section; fill max_resource from it and it from max_resource.
-        Returns the training section to use."""
+    def settle(self, training: dict[str, Any], evaluates: bool = True) -> dict[str, Any]:
+        """Check the scheduler against the training section; fill max_resource from it and it from max_resource,
+        and the mode and its defaults. `evaluates`: whether every trial evaluates during training (stop-type rungs
+        judge there). Returns the training section to use."""
+        self._choose_mode(evaluates)
         self._follow_the_length_unit(training)
         key = self.training_length_key()
         given = training.get(key)
@@ -106,6 +120,11 @@ class SchedulerSpec(Section):
                 "study.scheduler.max_resource",
                 f"is {self.max_resource} but training.{key} is {given}; give the length once (max_resource sets it)",
             )
+        if self.mode == "stop":
+            self.reduction_factor = self.reduction_factor or STOP_REDUCTION_FACTOR
+            self._check_below_the_length()
+            return {**training, key: self.max_resource}
+        self.reduction_factor = self.reduction_factor or PROMOTION_REDUCTION_FACTOR
         if self.min_resource is None:
             if self.max_resource < 2:
                 raise FieldProblem(
@@ -118,12 +137,46 @@ class SchedulerSpec(Section):
                 self.rank_gate = RankGateSpec(min_pairs=STARTUP_TRIALS, min_correlation=-1.0)
         if self.rank_gate is None:
             self.rank_gate = RankGateSpec(enabled=False)  # rungs chosen by hand judge from the first trial
-        if self.min_resource >= self.max_resource:
+        self._check_below_the_length()
+        return {**training, key: self.max_resource}
+
+    def _check_below_the_length(self) -> None:
+        if self.min_resource is not None and self.max_resource is not None and self.min_resource >= self.max_resource:
+            verb = "stops" if self.mode == "stop" else "pauses"
             raise FieldProblem(
                 "study.scheduler.min_resource",
-                f"must be below max_resource ({self.max_resource}), or no trial ever pauses",
+                f"must be below max_resource ({self.max_resource}), or no trial ever {verb}",
             )
-        return {**training, key: self.max_resource}
+
+    def _choose_mode(self, evaluates: bool) -> None:
+        """`mode` not given: stop, the default bench/search chose on held-out problems, unless the section gives a
+        setting only promotion has (a file written for the promotion rung keeps it) or trials do not evaluate during
+        training (a stop-type rung judges at an evaluation; a promotion rung evaluates where it pauses)."""
+        promotion_only = [name for name in PROMOTION_FIELDS if name in self.model_fields_set]
+        if self.mode is None:
+            self.mode = "promotion" if promotion_only or not evaluates else "stop"
+            return
+        if self.mode != "stop":
+            return
+        if extra := [name for name in promotion_only if name != "min_resource"]:
+            raise FieldProblem(
+                f"study.scheduler.{extra[0]}",
+                "is a setting of promotion (pausing and continuing trials), but mode is stop; set mode: promotion, "
+                "or remove it",
+            )
+        if not evaluates:
+            raise FieldProblem(
+                "study.scheduler.mode",
+                "stop judges trials at their evaluations, but evaluation can be off (training.eval_strategy is 'no' "
+                "by default); set training.eval_strategy: epoch (or steps with eval_steps), or mode: promotion",
+            )
+
+    def first_fraction(self) -> float:
+        """Stop-type rungs: where the first one sits, as a fraction of a trial's length (then reduction_factor
+        times further each): min_resource / max_resource when given, else a ninth."""
+        if self.min_resource is not None and self.max_resource:
+            return self.min_resource / self.max_resource
+        return STOP_FIRST_FRACTION
 
     def _follow_the_length_unit(self, training: dict[str, Any]) -> None:
         """`resource` not given: count in the unit the study's length is given in. A study that trains by
@@ -141,6 +194,7 @@ class SchedulerSpec(Section):
         fraction of the length) there. Without a cadence in the resource's unit (evaluation each epoch, counted in
         steps), or when the evaluation falls past the end, the ninth itself. bench/search chose it on held-out
         problems (docs/benchmarks.md): at the first evaluation, slow starters were cut before they showed anything."""
+        assert self.reduction_factor is not None  # set by settle before
         floor = max(1, math.ceil(length / self.reduction_factor**2))
         if self.resource == "epochs" or str(training.get("eval_strategy", "no")) != "steps":
             return floor if floor < length else max(1, length - 1)

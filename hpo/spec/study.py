@@ -330,7 +330,10 @@ class StudySpec(Section):
                 "ranks trials by one objective, but the study has several; optimise one metric or remove it",
             )
         self.study.pruner = PrunerSpec(type="none")
-        self.training = scheduler.settle(self.training)
+        if scheduler.type == "asha":
+            self.training = scheduler.settle(self.training, evaluates=self.evaluation_always_on())
+        else:
+            self.training = scheduler.settle(self.training)
         if scheduler.type == "pbt":
             check_pbt(self)
 
@@ -422,6 +425,16 @@ class StudySpec(Section):
     def _target(self, name: str) -> str:
         param = self.search_space.get(name)
         return param.target if param is not None and param.target else "model"
+
+    def stops_at_rungs(self) -> bool:
+        """Whether the scheduler stops trials at their rungs (ASHA in mode stop, through a pruner) rather than
+        pausing them: such a study reports every evaluation to its pruner as a pruned study does."""
+        scheduler = self.study.scheduler
+        return scheduler is not None and scheduler.type == "asha" and scheduler.mode == "stop"
+
+    def pauses_trials(self) -> bool:
+        """Whether the scheduler pauses trials and continues some (promotion ASHA, PBT)."""
+        return self.study.scheduler is not None and not self.stops_at_rungs()
 
     def evaluation_always_on(self) -> bool:
         """Whether every trial evaluates during training (eval_strategy set, or sampled, never to 'no')."""

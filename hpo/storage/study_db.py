@@ -28,6 +28,7 @@ from hpo.storage.database import create_storage, dispose_connections, unwrap_rdb
 from hpo.storage.outage import ride
 from hpo.storage.rung_sampler import RungTPESampler
 from hpo.storage.sqlite_reads import reading
+from hpo.storage.stop_rungs import StopRungsPruner
 from hpo.storage.urls import redact, sqlite_path
 
 PAUSED_ATTR = "hpo:paused"  # the system attribute of a paused trial; hpo.storage.pause owns its meaning
@@ -71,6 +72,11 @@ def multi_fidelity(spec: StudySpec) -> bool:
 
 
 def build_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
+    """The file's pruner; stop-type ASHA rungs for `scheduler: {type: asha}` in mode stop."""
+    scheduler = spec.study.scheduler
+    if scheduler is not None and spec.stops_at_rungs():
+        assert scheduler.reduction_factor is not None  # settled
+        return StopRungsPruner(scheduler.first_fraction(), scheduler.reduction_factor)
     try:
         return spec.study.pruner.build() if spec.study.pruner is not None else optuna.pruners.NopPruner()
     except FieldProblem as problem:

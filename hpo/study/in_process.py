@@ -27,7 +27,8 @@ TrialReporter = Callable[[FrozenTrial], None]
 
 
 def check_in_process(spec: StudySpec) -> None:
-    if spec.study.scheduler is not None:
+    if spec.pauses_trials():
+        assert spec.study.scheduler is not None
         raise ConfigError(
             f"study.scheduler: {spec.study.scheduler.type} pauses trials and resumes them in worker processes; run "
             "without --in-process"

@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 from hpo.storage.outage import is_unreachable, no_waiting, root_cause
+from hpo.storage.stop_rungs import LENGTH_ATTR
 from trainer import TrainerCallback
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,10 @@ class OptunaPruningCallback(TrainerCallback):
         ] = []  # (step, value) reports the storage has not taken yet, in order
         self.kept_total = 0  # reports ever kept (for the log and the figures)
         self.looked_back = False  # a retry's restored evaluations compared with its chain's reports (once)
+        # The trial's length in global steps, written with its first report: stop-type rungs sit at fractions of it
+        # (hpo.storage.stop_rungs), and a study that trains by epochs knows it only once training starts.
+        self.length: int | None = None
+        self.length_written = False
 
     def value_of(self, metrics: dict[str, Any]) -> float | None:
         if self.objective is not None:
@@ -101,6 +106,7 @@ class OptunaPruningCallback(TrainerCallback):
             self.looked_back = True
             self.kept[:0] = self.lost_before(state.log_history, state.global_step)
         value = self.value_of(metrics)
+        self.length = int(state.max_steps) if state.max_steps else None
         decision = self._decide(state.global_step, value, kwargs.get("trainer"))
         if decision:
             self.pruned_step = state.global_step
@@ -125,6 +131,7 @@ class OptunaPruningCallback(TrainerCallback):
         self.kept.append((step, value))
         try:
             with no_waiting():  # training must not wait on the storage
+                self.write_length()
                 self.write_kept()
                 if earlier:
                     logger.warning(
@@ -178,6 +185,12 @@ class OptunaPruningCallback(TrainerCallback):
     @property
     def _number(self) -> Any:
         return getattr(self.trial, "number", "?")
+
+    def write_length(self) -> None:
+        if self.length_written or not self.length:
+            return
+        self.trial.set_user_attr(LENGTH_ATTR, self.length)
+        self.length_written = True
 
     def write_kept(self) -> None:
         """Write the kept reports, oldest first; each leaves the list only once written (a failure keeps the rest)."""

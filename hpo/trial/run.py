@@ -286,7 +286,8 @@ def _multi_rank_strategy(spec: StudySpec, training: dict[str, Any]) -> str | Non
 
 def _pruning_callback(spec: StudySpec, trial: optuna.Trial) -> OptunaPruningCallback | None:
     pruner = spec.study.pruner
-    if pruner is None or not pruner.enabled or spec.study.is_multi_objective:
+    prunes = spec.stops_at_rungs() or (pruner is not None and pruner.enabled)
+    if not prunes or spec.study.is_multi_objective:
         return None
     return OptunaPruningCallback(trial, metric=(spec.study.metrics or ["eval_loss"])[0])
 

@@ -1,0 +1,119 @@
+"""`scheduler: {type: asha}` as written: stop-type ASHA (the held-out choice of bench/search), trials stopped at rungs
+from a ninth of their length, each twice as far, through a pruner; nothing is paused or resumed."""
+
+from __future__ import annotations
+
+import datetime
+
+import optuna
+from optuna.distributions import FloatDistribution
+from optuna.trial import FrozenTrial, TrialState
+from scheduler_support import trials
+from study_task import write_study
+
+from hpo.spec import load_study_spec
+from hpo.storage import pause
+from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner
+from hpo.storage.study_db import build_pruner, build_sampler
+from hpo.study import run_study
+from hpo.study.in_process import check_in_process
+
+STOP = {"type": "asha"}
+
+
+def stop_study(folder, n_trials: int, **sections):
+    study = {"n_trials": n_trials, "scheduler": STOP, "sampler": {"type": "random", "seed": 0}}
+    return write_study(
+        folder,
+        study={**study, "keep_checkpoints": {"top_k": None}, **sections.pop("study", {})},
+        training=sections.pop("training", {}),
+        resources={"heartbeat_interval": 1, "grace_period": 3},
+        **sections,
+    )
+
+
+def test_asha_as_written_stops_trials_at_rungs_from_a_ninth_each_twice_as_far(tmp_path):
+    # 36 steps, an evaluation every 4: rungs at 4 (a ninth), 8, 16 and 32. The first trial is alone at each rung
+    # and runs to the end; later ones below the top half of a rung end PRUNED there, and nothing pauses.
+    path = stop_study(tmp_path, n_trials=8, training={"max_steps": 36, "eval_steps": 4, "save_steps": 36})
+    run_study(path, workers=1, dry_run=False)
+    found = sorted(trials(tmp_path), key=lambda t: t.number)
+    assert len(found) == 8 and {t.state for t in found} == {TrialState.COMPLETE, TrialState.PRUNED}
+    assert found[0].state == TrialState.COMPLETE and found[0].user_attrs["global_step"] == 36
+    pruned = [t for t in found if t.state == TrialState.PRUNED]
+    assert pruned and {t.user_attrs["pruned_step"] for t in pruned} <= {4, 8, 16, 32}
+    for trial in found:
+        assert trial.user_attrs[LENGTH_ATTR] == 36
+        assert not pause.boundaries(trial) and not trial.system_attrs.get(pause.RESUMED_AT)
+        rungs = sorted(k for k in trial.system_attrs if k.startswith("completed_rung_"))
+        assert rungs, "every trial reached the first rung"
+    spec = load_study_spec(path)
+    assert spec.study.scheduler.mode == "stop" and spec.study.scheduler.reduction_factor == 2
+    pruner = build_pruner(spec)
+    assert isinstance(pruner, StopRungsPruner) and pruner.first_fraction == 1 / 9
+    sampler = build_sampler(load_study_spec(stop_study(tmp_path / "tpe", 1, study={"sampler": {"type": "tpe"}})))
+    assert type(sampler).__name__ == "RungTPESampler"  # TPE learns from the values at every rung
+
+
+def test_asha_as_written_stops_an_epochs_based_study_at_epoch_rungs(tmp_path):
+    # A study that trains by num_train_epochs (9) and evaluates each epoch: its length in steps is known only once
+    # the data is loaded; each trial writes it, and the rungs are the ends of epochs 1, 2, 4 and 8.
+    training = {"max_steps": -1, "num_train_epochs": 9, "eval_strategy": "epoch", "save_strategy": "no"}
+    run_study(stop_study(tmp_path, n_trials=6, training=training), workers=1, dry_run=False)
+    found = trials(tmp_path)
+    length = found[0].user_attrs[LENGTH_ATTR]
+    epoch = length // 9
+    assert length == 9 * epoch and all(t.user_attrs[LENGTH_ATTR] == length for t in found)
+    pruned = [t for t in found if t.state == TrialState.PRUNED]
+    assert pruned and {t.user_attrs["pruned_step"] for t in pruned} <= {epoch, 2 * epoch, 4 * epoch, 8 * epoch}
+    assert all(t.user_attrs["global_step"] == length for t in found if t.state == TrialState.COMPLETE)
+
+
+def test_a_stop_type_study_runs_in_process_where_a_promotion_one_is_refused(tmp_path):
+    check_in_process(load_study_spec(stop_study(tmp_path / "stop", 1)))  # nothing to pause: allowed
+    promotion = load_study_spec(stop_study(tmp_path / "promo", 1, study={"scheduler": {"type": "asha", "mode": "promotion"}}))
+    try:
+        check_in_process(promotion)
+    except Exception as error:  # noqa: BLE001 - the message is what is checked
+        assert "pauses trials" in str(error)
+    else:
+        raise AssertionError("a promotion scheduler ran in process")
+
+
+def _trial(number: int, length: int | None, reports: dict[int, float]) -> FrozenTrial:
+    return FrozenTrial(
+        number=number,
+        state=TrialState.RUNNING,
+        value=None,
+        datetime_start=datetime.datetime.now(),
+        datetime_complete=None,
+        params={"x": 0.5},
+        distributions={"x": FloatDistribution(0, 1)},
+        user_attrs={} if length is None else {LENGTH_ATTR: length},
+        system_attrs={},
+        intermediate_values=reports,
+        trial_id=number,
+    )
+
+
+def test_each_trial_is_judged_at_the_same_fraction_of_its_own_length():
+    # A searched batch size gives trials different lengths in steps: 90 and 180 steps, evaluated every tenth.
+    pruner = StopRungsPruner(1 / 9, 2)
+    assert pruner.first_rung(_trial(0, 90, {9: 0.1, 18: 0.2})) == 18  # first evaluation at or past 10 steps
+    assert pruner.first_rung(_trial(1, 180, {18: 0.1, 36: 0.2})) == 36  # past 20
+    assert pruner.first_rung(_trial(2, 180, {18: 0.1})) is None  # not there yet
+    assert pruner.first_rung(_trial(3, None, {18: 0.1, 36: 0.2})) is None  # length not written yet: no decision
+
+
+def test_the_pruner_stops_the_worse_half_at_a_rung():
+    study = optuna.create_study(direction="maximize", pruner=StopRungsPruner(1 / 9, 2))
+    values = [0.9, 0.5, 0.95, 0.1]
+    decisions = []
+    for value in values:
+        trial = study.ask({"x": FloatDistribution(0, 1)})
+        trial.set_user_attr(LENGTH_ATTR, 90)
+        trial.report(value, 10)
+        decisions.append(trial.should_prune())
+        study.tell(trial, state=TrialState.PRUNED if decisions[-1] else TrialState.COMPLETE, values=None if decisions[-1] else value)
+    # Alone, the first goes on; 0.5 is below the top half of (0.9, 0.5); 0.95 is best; 0.1 is in the bottom half.
+    assert decisions == [False, True, False, True]
