@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
+import yaml
 
 from bench.search.problems import Problem
 from hpo.scheduling.rank_gate import RankGate
-from hpo.spec import StudySpec
+from hpo.spec import StudySpec, parse_study_spec
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.scheduler import STARTUP_TRIALS
-from hpo.storage.study_db import build_sampler, seed_offset
+from hpo.storage.study_db import build_pruner, build_sampler, seed_offset
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,14 @@ class Method:
     # Hyperband-style brackets: each its own rung levels; trial n is in bracket n mod len (a hedge against one rung
     # placement, as Hyperband hedges successive halving's). Empty: one bracket, `levels`.
     brackets: tuple[tuple[int, ...], ...] = ()
+    # A study file's `scheduler:` section that stops trials (ASHA in mode stop): its pruner is built by hpo from the
+    # problem's study file with this section, as `hpo run` builds it (hpo.storage.study_db.build_pruner).
+    scheduler: dict[str, Any] | None = None
+
+    @property
+    def stops(self) -> bool:
+        """Whether each evaluation is reported to a pruner that may stop the trial (hpo.trial.pruning)."""
+        return self.pruner is not None or self.scheduler is not None
 
     def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
         """Worker `worker`'s sampler in a run seeded `seed`: hpo seeds each worker apart (`seed_offset`)."""
@@ -48,8 +58,22 @@ class Method:
         seeded = spec.model_copy(update={"study": spec.study.model_copy(update={"sampler": section})})
         return build_sampler(seeded, seed_offset=seed_offset(worker, 0))
 
-    def pruner_object(self) -> optuna.pruners.BasePruner:
+    def pruner_object(self, spec: StudySpec) -> optuna.pruners.BasePruner:
+        if self.scheduler is not None:
+            return build_pruner(with_scheduler(spec, self.scheduler))
         return PrunerSpec(**self.pruner).build() if self.pruner else optuna.pruners.NopPruner()
+
+
+def with_scheduler(spec: StudySpec, section: dict[str, Any]) -> StudySpec:
+    """The study file behind `spec` with `section` as its scheduler (with the length the file's own scheduler
+    gives, if any) and no pruner, validated as hpo validates it."""
+    assert spec.source is not None, "a problem's spec is loaded from its study file"
+    data = yaml.safe_load(Path(spec.source).read_text())
+    given = data["study"].get("scheduler") or {}
+    length = {k: v for k, v in given.items() if k in ("resource", "max_resource")}
+    data["study"] = {k: v for k, v in data["study"].items() if k not in ("pruner", "scheduler")}
+    data["study"]["scheduler"] = {**length, **section}
+    return parse_study_spec(data, source=spec.source)
 
 
 def default_levels(problem: Problem) -> tuple[int, ...]:

@@ -33,7 +33,7 @@ from bench.search.suite import OUT, load_runs  # noqa: E402
 DEFAULT = "hpo default (held-out)"
 RATIO_MIN_SEEDS = 10
 BEFORE = "hpo before"
-SHIPPED_LABEL = "hpo shipped"  # `scheduler: {type: asha}` as it is today
+SHIPPED_LABEL = "hpo shipped"  # `scheduler: {type: asha}` as hpo builds it
 
 
 def gather(folder: Path) -> tuple[dict[str, dict[str, list[RunFigures]]], dict[str, float], dict[str, bool]]:
@@ -54,7 +54,8 @@ def split(problems: dict[str, dict[str, list[RunFigures]]]) -> tuple[list[str], 
     common = set.intersection(*(set(runs) for runs in problems.values()))
     ordered = list(dict.fromkeys(m for runs in problems.values() for m in runs))
     peers = [m for m in ordered if m in common and not m.startswith("hpo")]
-    candidates = [m for m in ordered if m in common and m.startswith("hpo")]
+    # What hpo ships is shown as its own column, not chosen among the candidates.
+    candidates = [m for m in ordered if m in common and m.startswith("hpo") and m != SHIPPED]
     partial = [m for m in ordered if m not in common and not m.startswith("hpo")]
     return peers, candidates, partial
 

@@ -40,6 +40,7 @@ from bench.search.recording import Recording
 from hpo.scheduling.asha import RungTrial, hopeless, next_promotion
 from hpo.spec import StudySpec, load_study_spec
 from hpo.storage import pause
+from hpo.storage.stop_rungs import LENGTH_ATTR
 from hpo.storage.study_db import ask_new, ask_queued, trial_id
 from hpo.trial.space import sample_params
 
@@ -129,7 +130,7 @@ class Simulation:
                 study_name=name,
                 storage=storage,
                 sampler=method.sampler_for(self.spec, seed, w),
-                pruner=method.pruner_object(),
+                pruner=method.pruner_object(self.spec),
             )
             for w in range(workers)
         ]
@@ -256,9 +257,11 @@ class Simulation:
         self.out.trace.append((at, value))
         sim.evaluated_at.append(at)
         last = sim.done == len(self.rec.steps)
-        if self.method.pruner is not None:
-            # hpo.trial.pruning: every evaluation is reported and may prune, the last one too. Without a pruner hpo
-            # adds no pruning callback, and reports nothing.
+        if self.method.stops:
+            # hpo.trial.pruning: every evaluation is reported and may prune, the last one too, and the trial's
+            # length goes with the first report. Without a pruner hpo adds no pruning callback, and reports nothing.
+            if sim.done == 1:
+                sim.trial.set_user_attr(LENGTH_ATTR, self.rec.problem.steps)
             sim.trial.report(value, step)
             if sim.trial.should_prune():
                 self.tell(sim, TrialState.PRUNED, value, at)

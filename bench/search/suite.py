@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.search import peers  # noqa: E402
-from bench.search.candidates import candidates_for  # noqa: E402
+from bench.search.candidates import candidates_for, shipped  # noqa: E402
 from bench.search.figures import QUANTILES, RunFigures, run_figures  # noqa: E402
 from bench.search.methods import Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS  # noqa: E402
@@ -56,11 +56,12 @@ def recording_of(name: str) -> Recording:
 
 
 def methods_of(name: str) -> dict[str, Method]:
-    """The simulated methods on a problem, by the suite's names: Optuna's peers, then hpo's candidates."""
+    """The simulated methods on a problem, by the suite's names: Optuna's peers, hpo's candidates, and what hpo
+    ships (`scheduler: {type: asha}` as hpo builds it)."""
     problem = PROBLEMS[name]
     known = {m.name: m for m in methods_for(problem)}
     named = {label: known[key] for key, label in OPTUNA_PEERS.items()}
-    return named | {m.name: m for m in candidates_for(problem)}
+    return named | {m.name: m for m in [*candidates_for(problem), shipped(problem)]}
 
 
 def one_run(task: tuple[str, str, int]) -> tuple[str, str, int, dict[str, Any]]:

@@ -54,7 +54,9 @@ def status(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     title = f"{summary.study_name} ({', '.join(f'{m} {d}' for m, d in zip(summary.metrics, summary.directions, strict=True))})"
     trials = study.get_trials(deepcopy=False)
     # Stop-type ASHA rungs are a pruner's (trials show "pruned at"); rung paths are for paused trials.
-    scheduler = spec.study.scheduler.type if spec.study.scheduler is not None and spec.pauses_trials() else None
+    scheduler = (
+        spec.study.scheduler.type if spec.study.scheduler is not None and spec.pauses_trials() else None
+    )
     asha = scheduler == "asha"
     groups = _column_groups(trials, scheduler)
     rows = [_row(trial, best, scheduler) for trial in trials]

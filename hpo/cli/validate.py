@@ -7,6 +7,7 @@ objective metrics exist.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 import click
@@ -84,9 +85,9 @@ def describe_scheduler(spec: StudySpec) -> str:
     if pbt.type == "asha" and pbt.mode == "stop":
         assert pbt.reduction_factor is not None  # settled
         return (
-            f"  scheduler: asha, mode stop: trials stop at rungs from {pbt.first_fraction():.3g} of their length "
-            f"(at the first evaluation there), each {pbt.reduction_factor}x further, where they rank below the top "
-            f"1/{pbt.reduction_factor}; length {pbt.max_resource} {pbt.resource}"
+            f"  scheduler: asha, mode stop: rungs from {Fraction(pbt.first_fraction()).limit_denominator(1000)} of "
+            f"each trial's length (its first evaluation there), each {pbt.reduction_factor} times as far; a trial "
+            f"below the top 1/{pbt.reduction_factor} at a rung stops; length {pbt.max_resource} {pbt.resource}"
         )
     if pbt.type != "pbt":
         options = ", ".join(f"{k} {v}" for k, v in pbt.model_dump(exclude={"type"}).items())

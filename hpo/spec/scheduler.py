@@ -1,31 +1,43 @@
-"""`study.scheduler`: a scheduler that pauses trials at rungs and continues the promising ones (promotion-type ASHA).
+"""`study.scheduler: {type: asha}`: asynchronous successive halving, in one of two modes.
 
-    scheduler: {type: asha}                 # one rung, at the first evaluation past a ninth of the length, judging
-                                            # once 2 trials have finished
-    scheduler: {type: asha, resource: steps, min_resource: 4, max_resource: 36, reduction_factor: 3}
+    scheduler: {type: asha}                 # mode stop: rungs from the first evaluation past a ninth of the length,
+                                            # each twice as far; below the top half of a rung, a trial stops
+    scheduler: {type: asha, mode: stop, min_resource: 4, reduction_factor: 3}   # the first rung at step 4 (of 36)
+    scheduler: {type: asha, mode: promotion}   # one pausing rung at the first evaluation past a ninth, judging
+                                               # once 2 trials have finished
+    scheduler: {type: asha, resource: steps, min_resource: 4, max_resource: 36, reduction_factor: 3}   # promotion
     scheduler: {type: asha, ..., max_rungs: 1}                 # only the lowest rung
     scheduler: {type: asha, ..., promote_underfilled: false}   # the paper's rule (no promotion below eta trials)
     scheduler: {type: asha, rank_gate: false}          # judge at the rung from the first trial
     scheduler: {type: asha, rank_gate: true}           # judge once 8 finished trials show the rung ranks them
     scheduler: {type: asha, rank_gate: {min_pairs: 5, min_correlation: 0.8}}
 
-A trial trains to min_resource * reduction_factor^k (global steps, or epochs with `resource: epochs`), at most
-`max_rungs` of them, reports its objective there, saves a checkpoint and pauses; `hpo.scheduling.promotion` decides
-which paused trials continue. `max_resource` is the trial's full length: it becomes `training.max_steps` (or
-`num_train_epochs`), so the learning-rate schedule is laid out for it from the start and a promoted trial ends bitwise
-equal to one trained straight through. It defaults to the training length the file gives, and `resource` defaults
-to that length's unit: epochs for a study that trains by `num_train_epochs` without `max_steps`, else steps. Optuna
-pruners stop trials instead; a study has one or the other.
+**mode stop** (the default): every evaluation is reported to a pruner (hpo.storage.stop_rungs) whose rungs are
+fractions of each trial's length, the first at `min_resource / max_resource` (a ninth without min_resource), each
+next one `reduction_factor` times further (2 by default); at a rung, a trial outside the top 1/reduction_factor of
+the trials that reached it stops (Optuna's successive halving, asynchronous: judged against those before it). Nothing
+pauses, so nothing is resumed, and the study may run `--in-process`. The study's TPE learns from every rung value
+(hpo.storage.rung_sampler). bench/search chose it on problems held out from the choice (13 recorded problems, leave
+one problem out, the smallest worst ratio to the best peer: this schedule on 11 of 13; then first on average rank on 4
+problems recorded after the choice; docs/benchmarks.md, "Which search finds a good model soonest"). It needs
+evaluations during training, as any pruner does.
 
-Without `min_resource` the study gets one rung at its first evaluation at or past a ninth of the length
-(1 / reduction_factor^2: the first multiple of `eval_steps` there with `eval_strategy: steps`, that epoch with
-`resource: epochs`; without a cadence in the resource's unit, the ninth itself), where the top third goes on, and the
-rung judges once two trials have run to the end (`rank_gate: {min_pairs: 2, min_correlation: -1}`: until then a trial
-at the rung trains on). bench/search chose it on problems held out from the choice (13 recorded problems, leave one
-problem out, the smallest worst ratio to the best peer; docs/benchmarks.md, "Which search finds a good model
-soonest"): at the first evaluation (the default before) the rung cut slow starters before they showed anything (moons:
-the 95th percentile missed on most seeds), and more rungs judged the same trial again on worse evidence. Without the
-two finished trials, the rung cut the first, often best, trials short on LoRA on MiniLM.
+**mode promotion**: a trial trains to min_resource * reduction_factor^k (global steps, or epochs with `resource:
+epochs`), at most `max_rungs` of them, reports its objective there, saves a checkpoint and pauses;
+`hpo.scheduling.promotion` decides which paused trials continue. Without `min_resource` the study gets one rung at its
+first evaluation at or past a ninth of the length (1 / reduction_factor^2: the first multiple of `eval_steps` there
+with `eval_strategy: steps`, that epoch with `resource: epochs`; without a cadence in the resource's unit, the ninth
+itself), where the top third goes on, and the rung judges once two trials have run to the end (`rank_gate:
+{min_pairs: 2, min_correlation: -1}`: until then a trial at the rung trains on); that was the default until the
+held-out suite preferred stopping (it ranks behind stop mode there, docs/benchmarks.md). A section without `mode`
+is a promotion one when it gives `min_resource`, `max_rungs`, `continue_in_place`, `promote_underfilled` or
+`rank_gate` (files written for promotion keep it), or when the study does not evaluate during training (a promotion
+rung evaluates where it pauses).
+
+Both modes: `max_resource` is the trial's full length: it becomes `training.max_steps` (or `num_train_epochs`), so the
+learning-rate schedule is laid out for it from the start (a promoted trial ends bitwise equal to one trained straight
+through). It defaults to the training length the file gives, and `resource` defaults to that length's unit: epochs for
+a study that trains by `num_train_epochs` without `max_steps`, else steps. A study has a scheduler or a pruner.
 
 `rank_gate` (hpo.scheduling.rank_gate): the rung judges only once at least `min_pairs` completed trials have a
 Spearman correlation of at least `min_correlation` between their value at the rung and their final score; until then a
@@ -141,7 +153,11 @@ class SchedulerSpec(Section):
         return {**training, key: self.max_resource}
 
     def _check_below_the_length(self) -> None:
-        if self.min_resource is not None and self.max_resource is not None and self.min_resource >= self.max_resource:
+        if (
+            self.min_resource is not None
+            and self.max_resource is not None
+            and self.min_resource >= self.max_resource
+        ):
             verb = "stops" if self.mode == "stop" else "pauses"
             raise FieldProblem(
                 "study.scheduler.min_resource",

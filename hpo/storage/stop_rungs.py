@@ -33,7 +33,9 @@ class StopRungsPruner(BasePruner):
         first = self.first_rung(trial)
         if first is None:
             return False
-        return SuccessiveHalvingPruner(min_resource=first, reduction_factor=self.reduction_factor).prune(study, trial)
+        return SuccessiveHalvingPruner(min_resource=first, reduction_factor=self.reduction_factor).prune(
+            study, trial
+        )
 
     def first_rung(self, trial: FrozenTrial) -> int | None:
         """The trial's first reported step at or past `first_fraction` of its length; None before it (or without

@@ -122,15 +122,15 @@ def test_the_first_trial_goes_on_at_once_under_the_default_rule(tmp_path):
     assert first.system_attrs.get(pause.RESUMED_AT) or first.user_attrs.get("pruned_step") == 4
 
 
-def test_without_min_resource_one_rung_at_the_first_evaluation_judges_after_two_finished_trials(tmp_path):
-    # `scheduler: {type: asha}` with the length from training.max_steps (15) and an evaluation every 4 steps: one rung,
+def test_promotion_without_min_resource_has_one_rung_judging_after_two_finished_trials(tmp_path):
+    # `scheduler: {type: asha, mode: promotion}` with the length from training.max_steps (15) and an evaluation every 4 steps: one rung,
     # at step 4 (not 4 and 12). The first two trials run through it unjudged; from then on the ones not promoted end
     # PRUNED at step 4, the others run to 15.
     run_study(
         asha_study(
             tmp_path,
             n_trials=8,
-            study={"scheduler": {"type": "asha"}},
+            study={"scheduler": {"type": "asha", "mode": "promotion"}},
             training={"max_steps": 15, "eval_steps": 4},
         ),
         workers=1,
@@ -151,14 +151,14 @@ def test_without_min_resource_one_rung_at_the_first_evaluation_judges_after_two_
             assert trial.user_attrs["global_step"] == 15
 
 
-def test_asha_as_written_runs_an_epochs_based_study_with_one_rung_at_the_first_epoch(tmp_path):
-    # `scheduler: {type: asha}` alone on a study that trains by num_train_epochs (issue 36: it was refused with
-    # "max_resource is not given and training.max_steps gives no whole length"): the rung is the first epoch's
+def test_promotion_runs_an_epochs_based_study_with_one_rung_at_the_first_epoch(tmp_path):
+    # `scheduler: {type: asha, mode: promotion}` on a study that trains by num_train_epochs (issue 36: it was refused
+    # with "max_resource is not given and training.max_steps gives no whole length"): the rung is the first epoch's
     # evaluation, and trials not promoted there end PRUNED after one epoch.
     path = asha_study(
         tmp_path,
         n_trials=6,
-        study={"scheduler": {"type": "asha"}},
+        study={"scheduler": {"type": "asha", "mode": "promotion"}},
         training={"max_steps": -1, "num_train_epochs": 3, "eval_strategy": "epoch", "save_strategy": "epoch"},
     )
     run_study(path, workers=1, dry_run=False)

@@ -51,7 +51,9 @@ def test_asha_as_written_stops_trials_at_rungs_from_a_ninth_each_twice_as_far(tm
     assert spec.study.scheduler.mode == "stop" and spec.study.scheduler.reduction_factor == 2
     pruner = build_pruner(spec)
     assert isinstance(pruner, StopRungsPruner) and pruner.first_fraction == 1 / 9
-    sampler = build_sampler(load_study_spec(stop_study(tmp_path / "tpe", 1, study={"sampler": {"type": "tpe"}})))
+    sampler = build_sampler(
+        load_study_spec(stop_study(tmp_path / "tpe", 1, study={"sampler": {"type": "tpe"}}))
+    )
     assert type(sampler).__name__ == "RungTPESampler"  # TPE learns from the values at every rung
 
 
@@ -65,13 +67,20 @@ def test_asha_as_written_stops_an_epochs_based_study_at_epoch_rungs(tmp_path):
     epoch = length // 9
     assert length == 9 * epoch and all(t.user_attrs[LENGTH_ATTR] == length for t in found)
     pruned = [t for t in found if t.state == TrialState.PRUNED]
-    assert pruned and {t.user_attrs["pruned_step"] for t in pruned} <= {epoch, 2 * epoch, 4 * epoch, 8 * epoch}
+    assert pruned and {t.user_attrs["pruned_step"] for t in pruned} <= {
+        epoch,
+        2 * epoch,
+        4 * epoch,
+        8 * epoch,
+    }
     assert all(t.user_attrs["global_step"] == length for t in found if t.state == TrialState.COMPLETE)
 
 
 def test_a_stop_type_study_runs_in_process_where_a_promotion_one_is_refused(tmp_path):
     check_in_process(load_study_spec(stop_study(tmp_path / "stop", 1)))  # nothing to pause: allowed
-    promotion = load_study_spec(stop_study(tmp_path / "promo", 1, study={"scheduler": {"type": "asha", "mode": "promotion"}}))
+    promotion = load_study_spec(
+        stop_study(tmp_path / "promo", 1, study={"scheduler": {"type": "asha", "mode": "promotion"}})
+    )
     try:
         check_in_process(promotion)
     except Exception as error:  # noqa: BLE001 - the message is what is checked
@@ -102,7 +111,9 @@ def test_each_trial_is_judged_at_the_same_fraction_of_its_own_length():
     assert pruner.first_rung(_trial(0, 90, {9: 0.1, 18: 0.2})) == 18  # first evaluation at or past 10 steps
     assert pruner.first_rung(_trial(1, 180, {18: 0.1, 36: 0.2})) == 36  # past 20
     assert pruner.first_rung(_trial(2, 180, {18: 0.1})) is None  # not there yet
-    assert pruner.first_rung(_trial(3, None, {18: 0.1, 36: 0.2})) is None  # length not written yet: no decision
+    assert (
+        pruner.first_rung(_trial(3, None, {18: 0.1, 36: 0.2})) is None
+    )  # length not written yet: no decision
 
 
 def test_the_pruner_stops_the_worse_half_at_a_rung():
@@ -114,6 +125,10 @@ def test_the_pruner_stops_the_worse_half_at_a_rung():
         trial.set_user_attr(LENGTH_ATTR, 90)
         trial.report(value, 10)
         decisions.append(trial.should_prune())
-        study.tell(trial, state=TrialState.PRUNED if decisions[-1] else TrialState.COMPLETE, values=None if decisions[-1] else value)
+        study.tell(
+            trial,
+            state=TrialState.PRUNED if decisions[-1] else TrialState.COMPLETE,
+            values=None if decisions[-1] else value,
+        )
     # Alone, the first goes on; 0.5 is below the top half of (0.9, 0.5); 0.95 is best; 0.1 is in the bottom half.
     assert decisions == [False, True, False, True]

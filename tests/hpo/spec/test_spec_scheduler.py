@@ -12,6 +12,8 @@ from test_spec_study import problem, study
 from hpo.scheduling.asha import rung_levels
 from hpo.scheduling.promotion import AshaPlan
 from hpo.spec import parse_study_spec
+from hpo.storage.stop_rungs import StopRungsPruner
+from hpo.storage.study_db import build_pruner
 
 ASHA = {"type": "asha", "min_resource": 1, "reduction_factor": 3}
 
@@ -56,10 +58,10 @@ def test_max_resource_sets_the_training_length():
         ),  # the first evaluation past the end
     ],
 )
-def test_without_min_resource_one_rung_at_the_first_evaluation_past_a_ninth(
+def test_promotion_without_min_resource_has_one_rung_at_the_first_evaluation_past_a_ninth(
     resource, length, evaluation, levels
 ):
-    scheduler = {"type": "asha", "resource": resource, "max_resource": length}
+    scheduler = {"type": "asha", "mode": "promotion", "resource": resource, "max_resource": length}
     changes = {f"training.{key}": value for key, value in evaluation.items()}
     data = study(**{"study.scheduler": scheduler, "training.num_train_epochs": None, **changes})
     plan = AshaPlan.of(parse_study_spec(data))
@@ -82,14 +84,59 @@ def test_without_min_resource_one_rung_at_the_first_evaluation_past_a_ninth(
         ),
     ],
 )
-def test_asha_as_written_counts_in_the_unit_the_study_length_is_given_in(training, resource, levels):
-    data = study(**{"study.scheduler": {"type": "asha"}, "training": training})
+def test_asha_counts_in_the_unit_the_study_length_is_given_in(training, resource, levels):
+    data = study(**{"study.scheduler": {"type": "asha", "mode": "promotion"}, "training": training})
     spec = parse_study_spec(data)
     scheduler = spec.study.scheduler
     assert scheduler.resource == resource
     assert scheduler.max_resource == (20 if resource == "epochs" else 900)
     plan = AshaPlan.of(spec)
     assert plan is not None and plan.levels == levels and plan.resource == resource
+    as_written = parse_study_spec(study(**{"study.scheduler": {"type": "asha"}, "training": training}))
+    assert (
+        as_written.study.scheduler.max_resource == scheduler.max_resource
+    )  # stop-type: valid as written too
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "training", "mode", "eta", "fraction"),
+    [
+        ({"type": "asha"}, {}, "stop", 2, 1 / 9),  # as written: stop-type rungs from a ninth, eta 2
+        ({"type": "asha", "reduction_factor": 3}, {}, "stop", 3, 1 / 9),
+        ({"type": "asha", "mode": "stop", "min_resource": 4}, {}, "stop", 2, 4 / 36),
+        (
+            {"type": "asha", "min_resource": 4},
+            {},
+            "promotion",
+            3,
+            None,
+        ),  # a file written for promotion keeps it
+        ({"type": "asha", "max_rungs": 1}, {}, "promotion", 3, None),
+        ({"type": "asha", "continue_in_place": False}, {}, "promotion", 3, None),
+        (
+            {"type": "asha"},
+            {"eval_strategy": "no"},
+            "promotion",
+            3,
+            None,
+        ),  # a promotion rung evaluates itself
+    ],
+)
+def test_the_mode_follows_what_the_section_gives(scheduler, training, mode, eta, fraction):
+    changes = {f"training.{key}": value for key, value in {"max_steps": 36, **training}.items()}
+    spec = parse_study_spec(
+        study(**{"study.scheduler": scheduler, "training.num_train_epochs": None, **changes})
+    )
+    settled = spec.study.scheduler
+    assert (settled.mode, settled.reduction_factor) == (mode, eta)
+    assert spec.stops_at_rungs() == (mode == "stop") and spec.pauses_trials() == (mode == "promotion")
+    assert (AshaPlan.of(spec) is None) == (mode == "stop")
+    pruner = build_pruner(spec)
+    if fraction is None:
+        assert not isinstance(pruner, StopRungsPruner)
+    else:
+        assert isinstance(pruner, StopRungsPruner) and pruner.first_fraction == pytest.approx(fraction)
+        assert pruner.reduction_factor == eta
 
 
 def test_a_resource_given_is_kept_whatever_the_length_unit():
@@ -112,7 +159,7 @@ def test_max_rungs_keeps_the_lowest_rungs():
 @pytest.mark.parametrize(
     ("given", "gate"),
     [
-        ({}, (2, -1.0)),  # the default rung: it judges once two trials have run to the end
+        ({"mode": "promotion"}, (2, -1.0)),  # the default rung: it judges once two trials have run to the end
         ({"min_resource": 1}, None),  # rungs chosen by hand judge from the first trial
         ({"min_resource": 1, "rank_gate": True}, (8, 0.7)),
         ({"rank_gate": True}, (8, 0.7)),  # the correlation gate on the default rung
@@ -130,7 +177,10 @@ def test_the_default_rung_waits_for_two_finished_trials_and_rungs_given_judge_at
 
 def test_a_one_epoch_training_is_refused_with_the_fix():
     data = study(
-        **{"study.scheduler": {"type": "asha", "resource": "epochs"}, "training.num_train_epochs": 1}
+        **{
+            "study.scheduler": {"type": "asha", "mode": "promotion", "resource": "epochs"},
+            "training.num_train_epochs": 1,
+        }
     )
     found, message = problem(data)
     assert found == "study.scheduler.max_resource" and "resource: steps" in message
@@ -170,6 +220,21 @@ def test_a_one_epoch_training_is_refused_with_the_fix():
             {"study.scheduler": ASHA, "training.num_train_epochs": None},
             "study.scheduler.max_resource",
             "set max_resource",
+        ),
+        (
+            {"study.scheduler": {"type": "asha", "mode": "stop", "max_rungs": 2}},
+            "study.scheduler.max_rungs",
+            "mode is stop; set mode: promotion, or remove it",
+        ),
+        (
+            {"study.scheduler": {"type": "asha", "mode": "stop"}, "training.eval_strategy": "no"},
+            "study.scheduler.mode",
+            "set training.eval_strategy: epoch",
+        ),
+        (
+            {"study.scheduler": {"type": "asha", "mode": "fast"}},
+            "study.scheduler.mode",
+            "stop",
         ),
         (
             {"study.scheduler": {**ASHA, "rank_gate": {"min_pairs": 1}}},
