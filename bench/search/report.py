@@ -153,7 +153,7 @@ def header(columns: list[str]) -> list[str]:
 
 
 def row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
 def bold(text: str, yes: bool) -> str:
@@ -262,10 +262,11 @@ def candidate_lines(
 def envelope_lines(
     table: dict[str, dict[str, list[RunFigures]]], budgets: dict[str, float], judges: list[str]
 ) -> list[str]:
-    """Each judge's ratio to the best of the other judges, and the held-out default's to the best of all of them:
-    how far the best method in the field is from the envelope the issue's bar is drawn against."""
+    """Each judge's ratio to the best of the other judges, and the held-out default's and the shipped one's to the
+    best of all of them: how far the best method in the field is from the envelope the issue's bar is drawn against."""
     lines = header(["method", "worst ratio", "on", "problems over 1.2x", "geometric mean ratio"])
-    for method in [*judges, DEFAULT]:
+    ours = [m for m in (SHIPPED_LABEL, DEFAULT) if all(m in runs for runs in table.values())]
+    for method in [*judges, *ours]:
         others = [j for j in judges if j != method]
         ratios = {n: heldout.ratio(runs, method, others, budgets[n]) for n, runs in table.items()}
         worst = max(ratios, key=ratios.__getitem__)

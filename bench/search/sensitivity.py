@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.search import heldout, report  # noqa: E402
-from bench.search.candidates import SHIPPED  # noqa: E402
+from bench.search.candidates import PROMOTION_RUNG  # noqa: E402
 from bench.search.figures import RunFigures  # noqa: E402
 from bench.search.suite import FRESH_OUT, OUT  # noqa: E402
 
@@ -46,7 +46,7 @@ Problems = dict[str, dict[str, list[RunFigures]]]
 
 def load(folder: Path, seeds: int, pick: str) -> tuple[Problems, dict[str, float]]:
     problems, budgets, _ = report.gather(folder)
-    wanted = [*PEERS, pick, SHIPPED]
+    wanted = [*PEERS, pick, PROMOTION_RUNG]
     return {n: {m: runs[m][:seeds] for m in wanted} for n, runs in problems.items()}, budgets
 
 
@@ -90,7 +90,7 @@ def table(sets: dict[str, tuple[Path, Path]], seeds: int, pick: str) -> list[str
             (f"{costs}, fresh", new, new_budgets),
             (f"{costs}, all {len(main) + len(new)}", main | new, main_budgets | new_budgets),
         ):
-            lines += [line(label, problems, budgets, m) for m in (pick, SHIPPED)]
+            lines += [line(label, problems, budgets, m) for m in (pick, PROMOTION_RUNG)]
     return lines
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench.search import heldout, report, sensitivity
-from bench.search.candidates import CURRENT, SHIPPED, at_evaluation, candidates_for
+from bench.search.candidates import CURRENT, PROMOTION_RUNG, SHIPPED, at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
 from bench.search.problems import PROBLEMS
 from bench.search.recording import load
@@ -149,7 +149,7 @@ def test_the_sensitivity_line_ranks_a_method_beside_the_peers_and_names_its_wors
     def problem_runs(best_peer_regret: float, pick_q95: float) -> dict[str, list[RunFigures]]:
         runs_by = {m: runs(0.3, 10.0) for m in sensitivity.PEERS}
         runs_by["TPE + SH"] = runs(best_peer_regret, 10.0)
-        return runs_by | {"hpo: pick": runs(0.2, pick_q95), SHIPPED: runs(0.3, 10.0)}
+        return runs_by | {"hpo: pick": runs(0.2, pick_q95), PROMOTION_RUNG: runs(0.3, 10.0)}
 
     problems = {"p1": problem_runs(0.1, 10.0), "p2": problem_runs(0.3, 15.0)}
     text = sensitivity.line("x1", problems, {"p1": 100.0, "p2": 100.0}, "hpo: pick")
