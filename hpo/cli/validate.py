@@ -53,7 +53,7 @@ def describe(spec: Spec, metrics: dict[str, float] | None) -> str:
             f"{spec.source}: valid study file '{spec.name}'",
             f"  objectives: {objectives} ({study.objective} evaluation of each trial)",
             f"  search space: {len(spec.search_space)} parameters ({', '.join(spec.search_space) or 'none'})",
-            f"  sampler: {study.sampler.type}; pruner: {_pruner_name(spec)}; "
+            f"  sampler: {study.sampler.type}; pruner: {spec.pruning_label()}; "
             f"trials: {study.n_trials or 'until timeout'}",
             *([describe_scheduler(spec)] if study.scheduler is not None else []),
             f"  storage: {spec.storage}",
@@ -71,12 +71,6 @@ def describe(spec: Spec, metrics: dict[str, float] | None) -> str:
         names = sorted(k for k in metrics if k.startswith("eval_"))
         lines.append(f"  evaluation produces: {', '.join(names) or 'nothing (no eval dataset)'}")
     return "\n".join(lines)
-
-
-def _pruner_name(spec: StudySpec) -> str:
-    if spec.stops_at_rungs():
-        return "the scheduler's stop-type rungs"
-    return spec.study.pruner.type if spec.study.pruner else "none"
 
 
 def describe_scheduler(spec: StudySpec) -> str:

@@ -157,7 +157,6 @@ def summarize_study(study: optuna.Study, spec: StudySpec, chosen: int) -> dict[s
     counts: dict[str, int] = {}
     for trial in trials:
         counts[trial.state.name] = counts.get(trial.state.name, 0) + 1
-    pruner = spec.study.pruner
     return {
         "study_name": study.study_name,
         "n_trials": len(trials),
@@ -166,7 +165,7 @@ def summarize_study(study: optuna.Study, spec: StudySpec, chosen: int) -> dict[s
         "directions": list(spec.study.directions or []),
         # The file's choices: a study loaded for reading carries Optuna's defaults, not the ones it ran with.
         "sampler": str(spec.study.sampler.type),
-        "pruner": str(pruner.type if pruner is not None else "none"),
+        "pruner": spec.pruning_label(),
         "chosen_trial": chosen,
     }
 

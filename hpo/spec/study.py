@@ -432,6 +432,12 @@ class StudySpec(Section):
         scheduler = self.study.scheduler
         return scheduler is not None and scheduler.type == "asha" and scheduler.mode == "stop"
 
+    def pruning_label(self) -> str:
+        """What stops trials early, in a word or two (`hpo validate`, the model card)."""
+        if self.stops_at_rungs():
+            return "asha stop-type rungs"
+        return str(self.study.pruner.type) if self.study.pruner is not None else "none"
+
     def pauses_trials(self) -> bool:
         """Whether the scheduler pauses trials and continues some (promotion ASHA, PBT)."""
         return self.study.scheduler is not None and not self.stops_at_rungs()

@@ -4,6 +4,9 @@ Unlike an exception raised from inside the loop (transformers' way), stopping th
 lets the Trainer finish its step, run every callback's `on_train_end` (trackers close their runs, loggers flush) and
 return normally; the trial is then told PRUNED with the step at which it was pruned.
 
+With its first report the trial writes its length in global steps (user attribute `max_steps`): the stop-type rungs
+of `scheduler: {type: asha}` sit at fractions of it (hpo.storage.stop_rungs).
+
 Under torch.distributed only rank 0 holds the Optuna trial. It decides, and the decision is broadcast through the
 Trainer's strategy so that every rank stops at the same step and no collective is left waiting.
 
