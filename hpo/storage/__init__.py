@@ -5,6 +5,8 @@
     claim_session.py  the session holding the claim lock on PostgreSQL: a trial is created only while it holds it
     study_db.py   open or load a study with its sampler and pruner, count its trials; the only module that touches
                   Optuna's private attributes
+    rung_sampler.py  the multi-fidelity TPE: learns from every rung value, paused and running trials included
+    stop_rungs.py the pruner of `scheduler: {type: asha}` (mode stop): rungs at fractions of each trial's length
     retry.py      fail a crashed, interrupted or stale trial and queue it again, resuming from its checkpoint
     folder_owner.py  which study an output folder belongs to (a marker file): another study's folder is refused
     retention.py  bound the disk after each trial (`study.keep_checkpoints`)
