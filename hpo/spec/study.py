@@ -339,10 +339,12 @@ class StudySpec(Section):
 
     def _choose_pruner(self) -> None:
         evaluates = self.evaluation_always_on()
-        if self.study.pruner is None:
-            self.study.pruner = PrunerSpec(
-                type="median" if evaluates and not self.study.is_multi_objective else "none"
-            )
+        if self.study.pruner is None:  # neither a pruner nor a scheduler in the file
+            self.study.pruner = PrunerSpec(type="none")
+            if not evaluates or self.study.is_multi_objective:
+                return
+            if not self._stop_at_rungs_by_default():
+                self.study.pruner = PrunerSpec(type="median")
             return
         if not self.study.pruner.enabled:
             return
@@ -358,6 +360,19 @@ class StudySpec(Section):
                 "pruning needs evaluations during training, but evaluation can be off (training.eval_strategy is "
                 "'no' by default); set training.eval_strategy: epoch (or steps with eval_steps), or pruner: {type: none}",
             )
+
+    def _stop_at_rungs_by_default(self) -> bool:
+        """A study that evaluates and names no pruner or scheduler gets what `scheduler: {type: asha}` runs: stop-type
+        rungs from a ninth of the length (bench/search chose them on held-out problems; Optuna's median pruner, the
+        default before, ranked level with random search there, docs/benchmarks.md). A training length that is not
+        whole (e.g. 2.5 epochs) keeps Optuna's median pruner."""
+        scheduler = SchedulerSpec(type="asha", mode="stop")
+        try:
+            training = scheduler.settle(self.training, evaluates=True)
+        except FieldProblem:
+            return False
+        self.study.scheduler, self.training = scheduler, training
+        return True
 
     def _check_sampler(self) -> None:
         grid = None

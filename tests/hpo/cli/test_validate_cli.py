@@ -47,7 +47,10 @@ def test_validate_a_study_reports_what_it_would_do(tmp_path, capsys, monkeypatch
     assert run_main("validate", str(write(tmp_path, STUDY))) == 0
     out = capsys.readouterr().out
     assert "valid study file 'v'" in out
-    assert "maximize eval_accuracy" in out and "pruner: median" in out
+    assert "maximize eval_accuracy" in out and "pruner: asha stop-type rungs" in out
+    assert (
+        "scheduler: asha, mode stop: rungs from 1/9 of each trial's length" in out
+    )  # no pruner named: the default
     assert f"sqlite:///{tmp_path}/runs/v/study.db" in out
     assert "evaluation produces: eval_accuracy, eval_loss" in out
 

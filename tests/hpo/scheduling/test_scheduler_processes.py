@@ -32,7 +32,8 @@ def _overlap(a, b) -> bool:
 
 
 def test_two_workers_overlap_on_disjoint_slots_and_never_exceed_n_trials(tmp_path):
-    path = slow_study(tmp_path, delay=0.02, training={"max_steps": 16})
+    # No pruning: every trial runs to the end, so the slots' overlap is measured on whole trials.
+    path = slow_study(tmp_path, delay=0.02, training={"max_steps": 16}, study={"pruner": {"type": "none"}})
     summary = run_study(path, n_trials=5, workers=2, training__save_strategy="no")
     done = trials(tmp_path)
     assert summary.counts == {"COMPLETE": 5}

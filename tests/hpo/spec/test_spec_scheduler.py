@@ -266,3 +266,21 @@ def test_hpo_validate_refuses_pruner_and_scheduler_in_one_line_with_exit_2(tmp_p
     assert result.returncode == 2
     lines = [line for line in result.stderr.strip().splitlines() if "study.pruner" in line]
     assert len(lines) == 1 and "remove study.pruner" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("changes", "pruning"),
+    [
+        ({}, "asha stop-type rungs"),  # evaluates, one objective: what `scheduler: {type: asha}` runs
+        ({"training.eval_strategy": "no"}, "none"),  # nothing to judge during training
+        ({"study.metric": None, "study.metrics": ["accuracy", "loss"]}, "none"),  # Optuna cannot prune these
+        ({"training.num_train_epochs": 2.5}, "median"),  # no whole length: Optuna's median pruner, as before
+        ({"study.pruner": {"type": "median"}}, "median"),  # a pruner named is kept
+    ],
+)
+def test_a_study_that_names_no_pruner_gets_the_stop_type_rungs(changes, pruning):
+    spec = parse_study_spec(study(**changes))
+    assert spec.pruning_label() == pruning
+    assert (spec.study.scheduler is not None) == (pruning == "asha stop-type rungs")
+    if spec.stops_at_rungs():
+        assert isinstance(build_pruner(spec), StopRungsPruner) and spec.study.scheduler.resource == "epochs"

@@ -57,7 +57,8 @@ def test_valid_study_fills_defaults(tmp_path, monkeypatch):
     spec = parse_study_spec(STUDY)
     assert spec.study.metrics == ["eval_accuracy"] and spec.study.directions == ["maximize"]
     assert spec.study.metric == "eval_accuracy" and spec.study.direction == "maximize"
-    assert spec.study.pruner.type == "median"  # evaluation is on and there is one objective
+    # evaluation is on and there is one objective: what `scheduler: {type: asha}` runs, stop-type rungs
+    assert spec.stops_at_rungs() and spec.pruning_label() == "asha stop-type rungs"
     assert spec.output_dir == str(tmp_path / "runs" / "s")
     assert spec.storage == f"sqlite:///{tmp_path}/runs/s/study.db"
     assert spec.store_url == str(tmp_path / "runs" / "s" / "experiments.db")

@@ -79,23 +79,33 @@ def test_the_model_uses_the_highest_budget_with_enough_observations():
     assert FINAL > 12
 
 
+ASHA = {"scheduler": {"type": "asha", "min_resource": 4}}
+MEDIAN = {"pruner": {"type": "median"}}
+
+
 @pytest.mark.parametrize(
-    ("scheduler", "multi_fidelity", "expected"),
+    ("sections", "multi_fidelity", "expected"),
     [
-        ({"type": "asha", "min_resource": 4}, None, RungTPESampler),
-        (None, None, optuna.samplers.TPESampler),
-        (None, True, RungTPESampler),
-        ({"type": "asha", "min_resource": 4}, False, optuna.samplers.TPESampler),
+        (ASHA, None, RungTPESampler),
+        (
+            {},
+            None,
+            RungTPESampler,
+        ),  # no pruner named: stop-type ASHA rungs, which the multi-fidelity TPE serves
+        (MEDIAN, None, optuna.samplers.TPESampler),
+        (MEDIAN, True, RungTPESampler),
+        (ASHA, False, optuna.samplers.TPESampler),
     ],
 )
 def test_the_study_files_tpe_learns_from_rungs_under_asha_by_default(
-    tmp_path, scheduler, multi_fidelity, expected
+    tmp_path, sections, multi_fidelity, expected
 ):
     from study_task import write_study
 
     sampler = {"type": "tpe", "seed": 0}
     if multi_fidelity is not None:
         sampler["multi_fidelity"] = multi_fidelity
-    study = {"sampler": sampler, **({"scheduler": scheduler} if scheduler else {})}
-    spec = load_study_spec(write_study(tmp_path, study=study, training={"max_steps": 16}))
+    spec = load_study_spec(
+        write_study(tmp_path, study={"sampler": sampler, **sections}, training={"max_steps": 16})
+    )
     assert type(build_sampler(spec)) is expected
