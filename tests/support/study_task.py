@@ -164,6 +164,9 @@ def write_study(folder: Path, **sections: Any) -> Path:
             "output_dir": str(folder / "out"),
             "metric": "accuracy",
             "direction": "maximize",
+            # No pruning unless a test asks for it: a study that names no pruner gets stop-type ASHA rungs, which
+            # would stop trials these tests count as COMPLETE (the tests of that default name no pruner themselves).
+            "pruner": {"type": "none"},
         },
         "task": {
             "model_init": "study_task:model_init",

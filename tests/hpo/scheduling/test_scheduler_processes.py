@@ -32,8 +32,7 @@ def _overlap(a, b) -> bool:
 
 
 def test_two_workers_overlap_on_disjoint_slots_and_never_exceed_n_trials(tmp_path):
-    # No pruning: every trial runs to the end, so the slots' overlap is measured on whole trials.
-    path = slow_study(tmp_path, delay=0.02, training={"max_steps": 16}, study={"pruner": {"type": "none"}})
+    path = slow_study(tmp_path, delay=0.02, training={"max_steps": 16})
     summary = run_study(path, n_trials=5, workers=2, training__save_strategy="no")
     done = trials(tmp_path)
     assert summary.counts == {"COMPLETE": 5}
@@ -74,8 +73,13 @@ def test_a_data_function_without_parameters_is_loaded_once_per_worker_not_per_tr
     assert not trial_pids & set(loaders)
 
 
+# A pruner makes every evaluation a report (checked below: a resumed trial reports only later steps); with one trial
+# it never prunes.
+REPORTS = {"study": {"pruner": {"type": "median"}}}
+
+
 def test_a_killed_trial_is_retried_and_continues_from_its_checkpoint(tmp_path):
-    slow_study(tmp_path)
+    slow_study(tmp_path, **REPORTS)
     run = start_hpo(tmp_path, "run", "--n-trials", "1")
     try:
         victim = wait_for(
@@ -110,7 +114,7 @@ def test_a_killed_trial_is_retried_and_continues_from_its_checkpoint(tmp_path):
 
 
 def test_ctrl_c_checkpoints_requeues_and_the_next_run_resumes(tmp_path):
-    slow_study(tmp_path)
+    slow_study(tmp_path, **REPORTS)
     run = start_hpo(tmp_path, "run", "--n-trials", "1")
     try:
         victim = wait_for(

@@ -50,7 +50,7 @@ def test_trials_in_the_warm_process_score_as_in_new_processes(tmp_path):
 def test_a_trial_that_kills_its_process_costs_that_trial_alone(tmp_path):
     write_study(
         tmp_path,
-        study={"n_trials": 4, "sampler": {"type": "random", "seed": 1}, "pruner": {"type": "none"}},
+        study={"n_trials": 4, "sampler": {"type": "random", "seed": 1}},
         training={"max_steps": 12},
         resources={"workers": 1, "heartbeat_interval": 1, "grace_period": 3},
         callbacks=[

@@ -81,17 +81,16 @@ def test_the_model_uses_the_highest_budget_with_enough_observations():
 
 ASHA = {"scheduler": {"type": "asha", "min_resource": 4}}
 MEDIAN = {"pruner": {"type": "median"}}
+NO_PRUNER = {"pruner": None}
 
 
 @pytest.mark.parametrize(
     ("sections", "multi_fidelity", "expected"),
     [
         (ASHA, None, RungTPESampler),
-        (
-            {},
-            None,
-            RungTPESampler,
-        ),  # no pruner named: stop-type ASHA rungs, which the multi-fidelity TPE serves
+        # No pruner named (the test task's file names none: null removes it): stop-type ASHA rungs, with the
+        # multi-fidelity TPE.
+        (NO_PRUNER, None, RungTPESampler),
         (MEDIAN, None, optuna.samplers.TPESampler),
         (MEDIAN, True, RungTPESampler),
         (ASHA, False, optuna.samplers.TPESampler),
