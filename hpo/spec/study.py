@@ -80,7 +80,7 @@ class StudySection(Section):
     n_trials: int | None = Field(None, ge=1)
     timeout: float | None = Field(None, gt=0)
     sampler: SamplerSpec = SamplerSpec()
-    pruner: PrunerSpec | None = None  # default: median for one objective with evaluations, else none
+    pruner: PrunerSpec | None = None  # default: stop-type ASHA rungs when it evaluates, one objective
     # Pauses trials and continues some (ASHA promotions, PBT members); excludes a pruner. `type:` picks the kind.
     scheduler: SchedulerSpec | PbtSchedulerSpec | None = None
     enqueue: list[dict[str, Any]] = []

@@ -10,6 +10,7 @@ import math
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -22,6 +23,7 @@ from hpo.spec import StudySpec
 from hpo.storage import pause
 from hpo.storage.database import create_storage
 from hpo.storage.retention import checkpoints_in
+from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner
 from hpo.storage.study_db import pick_trial, storage_url
 from hpo.tracking.events import store_location
 from hpo.tracking.store import open_store, trial_run_id
@@ -111,7 +113,7 @@ def check_asha(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     """Each configuration judged at every rung it reached: promoted from it, or ended PRUNED there; the top 1/eta of
     every rung promoted (or failed), and none of those pruned."""
     scheduler = spec.study.scheduler
-    if scheduler is None or scheduler.type != "asha":
+    if scheduler is None or scheduler.type != "asha" or not spec.pauses_trials():
         return []
     levels = rung_levels(
         scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor, scheduler.max_rungs
@@ -217,7 +219,7 @@ def check_reports(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     one run per attempt is checked by check_store."""
     every = int(spec.training.get("eval_steps") or 0)
     scheduler = spec.study.scheduler
-    if not every or (scheduler is not None and scheduler.type == "asha"):
+    if not every or (scheduler is not None and scheduler.type == "asha" and spec.pauses_trials()):
         return []  # promotion ASHA reports at its rungs only: check_asha holds a value at each rung reached
     length = getattr(scheduler, "max_resource", None) or int(spec.training.get("max_steps") or 0)
     if scheduler is not None and scheduler.type == "pbt":  # a member's last value is its result, not a report
@@ -331,10 +333,41 @@ def check_export(spec: StudySpec, trials: list[FrozenTrial], damaged: set[str] =
     return problems
 
 
+def check_stop_rungs(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
+    """Stop-type ASHA (a study that names no pruner): each configuration that reported wrote its length, and one
+    that ended PRUNED ended at one of its rungs: its first report at or past the first fraction of that length, or
+    reduction_factor^k times that step."""
+    scheduler = spec.study.scheduler
+    if scheduler is None or not spec.stops_at_rungs():
+        return []
+    pruner = StopRungsPruner(scheduler.first_fraction(), scheduler.reduction_factor or 2)
+    problems = []
+    for chain in chains(trials):
+        end = chain[-1]
+        reports = {step: v for attempt in chain for step, v in attempt.intermediate_values.items()}
+        lengths = {a.user_attrs[LENGTH_ATTR] for a in chain if LENGTH_ATTR in a.user_attrs}
+        if reports and not lengths:
+            problems.append(f"trial {end.number} reported but never wrote its length ({LENGTH_ATTR})")
+            continue
+        if end.state != TrialState.PRUNED or not lengths:
+            continue
+        # The chain as one trial (a retry writes the reports its predecessor lost), as the pruner reads a trial.
+        as_one = SimpleNamespace(user_attrs={LENGTH_ATTR: max(lengths)}, intermediate_values=reports)
+        first = pruner.first_rung(as_one)  # type: ignore[arg-type]
+        rungs = {first * pruner.reduction_factor**k for k in range(12)} if first else set()
+        step = end.user_attrs.get("pruned_step")
+        if step not in rungs:
+            problems.append(
+                f"trial {end.number} PRUNED at step {step}, not a rung of its length ({first} x eta^k)"
+            )
+    return problems
+
+
 CHECKS: dict[str, Callable[[StudySpec, list[FrozenTrial]], list[str]]] = {
     "states": check_states,
     "best": check_best,
     "asha": check_asha,
+    "stop rungs": check_stop_rungs,
     "pbt": check_pbt,
     "reports": check_reports,
     "outages": check_outage_failures,
