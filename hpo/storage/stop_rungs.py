@@ -9,17 +9,30 @@ that length, each next one `reduction_factor` times further, and asks Optuna's p
 the same fraction of its training, whatever its step count.
 
 A trial whose length the storage does not have yet (its write was kept through an outage) is not pruned until it has.
+
+Each rung is judged with the value the trial had there. Optuna's pruner judges every rung it has not recorded with the
+trial's latest value, which is a later (usually better) one when the pruner is first asked past a rung: reports that
+reached the storage late (kept through an outage), or a retry that resumed from a checkpoint past a rung. So the
+pruner is asked once per such rung, on a view of the trial that ends at the rung's report. A retry is a new trial
+that reports only from where it resumed; it is seen with its earlier attempts' reports and rungs, so that its rungs
+sit where theirs did and a rung an attempt passed is not judged (nor counted among the competitors) twice.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Iterator
 
 import optuna
 from optuna.pruners import BasePruner, SuccessiveHalvingPruner
 from optuna.trial import FrozenTrial
 
 LENGTH_ATTR = "max_steps"  # user attribute: the trial's full length in global steps, the unit of its reports
+REQUEUED_FROM = (
+    "requeued_from_trial"  # a retry's user attribute: the attempt it continues (hpo.storage.retry)
+)
+RUNG_KEY = "completed_rung_"  # Optuna's successive halving: system attribute "completed_rung_<n>" holds rung n's value
 
 
 class StopRungsPruner(BasePruner):
@@ -30,12 +43,31 @@ class StopRungsPruner(BasePruner):
         self.reduction_factor = reduction_factor
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        trial = with_earlier_attempts(study, trial)
         first = self.first_rung(trial)
         if first is None:
             return False
-        return SuccessiveHalvingPruner(min_resource=first, reduction_factor=self.reduction_factor).prune(
-            study, trial
-        )
+        halving = SuccessiveHalvingPruner(min_resource=first, reduction_factor=self.reduction_factor)
+        return any(halving.prune(study, view) for view in self.at_pending_rungs(trial, first))
+
+    def at_pending_rungs(self, trial: FrozenTrial, first: int) -> Iterator[FrozenTrial]:
+        """For each rung the trial has passed and Optuna has not recorded, lowest first: the trial as it was at
+        its first report at or past the rung (later reports left out, the rungs below marked recorded)."""
+        recorded = dict(trial.system_attrs)
+        steps = sorted(trial.intermediate_values)
+        rung = 0
+        while f"{RUNG_KEY}{rung}" in recorded:
+            rung += 1
+        while (rung_step := first * self.reduction_factor**rung) <= steps[-1]:
+            reached = next(step for step in steps if step >= rung_step)
+            view = copy.copy(trial)
+            view.intermediate_values = {s: trial.intermediate_values[s] for s in steps if s <= reached}
+            view.system_attrs = dict(recorded)
+            yield view
+            # Not pruned there: Optuna recorded every rung up to the reported step.
+            while first * self.reduction_factor**rung <= reached:
+                recorded[f"{RUNG_KEY}{rung}"] = trial.intermediate_values[reached]
+                rung += 1
 
     def first_rung(self, trial: FrozenTrial) -> int | None:
         """The trial's first reported step at or past `first_fraction` of its length; None before it (or without
@@ -45,3 +77,25 @@ class StopRungsPruner(BasePruner):
             return None
         floor = max(1, math.ceil(length * self.first_fraction))
         return min((step for step in trial.intermediate_values if step >= floor), default=None)
+
+
+def with_earlier_attempts(study: optuna.Study, trial: FrozenTrial) -> FrozenTrial:
+    """A retry seen with the reports and passed rungs of the attempts it continues (a later attempt's report of a
+    step wins); any other trial as it is."""
+    earlier = trial.user_attrs.get(REQUEUED_FROM)
+    if earlier is None:
+        return trial
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+    reports: dict[int, float] = {}
+    rungs: dict[str, object] = {}
+    seen = {trial.number}
+    while earlier in by_number and earlier not in seen:
+        seen.add(earlier)
+        attempt = by_number[earlier]
+        reports = {**attempt.intermediate_values, **reports}
+        rungs = {k: v for k, v in attempt.system_attrs.items() if k.startswith(RUNG_KEY)} | rungs
+        earlier = attempt.user_attrs.get(REQUEUED_FROM)
+    view = copy.copy(trial)
+    view.intermediate_values = {**reports, **trial.intermediate_values}
+    view.system_attrs = {**rungs, **trial.system_attrs}
+    return view

@@ -15,7 +15,7 @@ from study_task import write_study
 from hpo.errors import ConfigError
 from hpo.spec import load_study_spec
 from hpo.storage import pause
-from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner
+from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner, with_earlier_attempts
 from hpo.storage.study_db import build_pruner, build_sampler
 from hpo.study import run_study
 from hpo.study.in_process import check_in_process
@@ -128,3 +128,47 @@ def test_the_pruner_stops_the_worse_half_at_a_rung():
         )
     # Alone, the first goes on; 0.5 is below the top half of (0.9, 0.5); 0.95 is best; 0.1 is in the bottom half.
     assert decisions == [False, True, False, True]
+
+
+def _asked(study: optuna.Study, reports: dict[int, float], ask_at: list[int], **attrs) -> optuna.Trial:
+    """A trial of length 90 (first rung at step 10, then 20, 40, 80) that reports `reports` and asks the pruner
+    only after the steps in `ask_at` (a report written late, as after an outage, is never asked at)."""
+    trial = study.ask({"x": FloatDistribution(0, 1)})
+    trial.set_user_attr(LENGTH_ATTR, 90)
+    for name, value in attrs.items():
+        trial.set_user_attr(name, value)
+    for step, value in sorted(reports.items()):
+        trial.report(value, step)
+        if step in ask_at and trial.should_prune():
+            study.tell(trial, state=TrialState.PRUNED)
+            return trial
+    return trial
+
+
+def test_a_rung_is_judged_with_the_value_at_the_rung_when_the_pruner_is_asked_late():
+    # Reports kept through an outage reach the storage together; the pruner is first asked at step 20. The trial
+    # was 0.5 at the rung (step 10), below the first trial's 0.9: pruned, though its later 0.95 would have passed.
+    study = optuna.create_study(direction="maximize", pruner=StopRungsPruner(1 / 9, 2))
+    first = _asked(study, {10: 0.9}, ask_at=[10])
+    study.tell(first, 0.9)
+    late = _asked(study, {10: 0.5, 20: 0.95}, ask_at=[20])
+    frozen = study.trials[late.number]
+    assert frozen.state == TrialState.PRUNED
+    assert frozen.system_attrs["completed_rung_0"] == 0.5
+
+
+def test_a_retry_is_judged_at_its_earlier_attempts_rungs_and_not_twice_at_a_passed_one():
+    # Trial 0 was 0.96 at step 10 and 0.9 at 20. Trial 1 passed the rung at 10 (0.97), then crashed; its retry
+    # resumed from a checkpoint and reports from step 30 only. The retry's rungs are trial 1's (10, 20, 40): the one
+    # at 10 was passed, the one at 20 is judged with its first report past it (0.95 against 0.9): it goes on. Judged
+    # as a trial of its own, its first rung would be step 30, against the rung-10 values (0.96, 0.97): pruned.
+    study = optuna.create_study(direction="maximize", pruner=StopRungsPruner(1 / 9, 2))
+    leader = _asked(study, {10: 0.96, 20: 0.9}, ask_at=[10, 20])
+    study.tell(leader, 0.9)
+    crashed = _asked(study, {10: 0.97}, ask_at=[10])
+    study.tell(crashed, state=TrialState.FAIL)
+    retry = _asked(study, {30: 0.95}, ask_at=[30], requeued_from_trial=crashed.number)
+    frozen = study.trials[retry.number]
+    assert frozen.state == TrialState.RUNNING
+    assert "completed_rung_0" not in frozen.system_attrs and frozen.system_attrs["completed_rung_1"] == 0.95
+    assert StopRungsPruner(1 / 9, 2).first_rung(with_earlier_attempts(study, frozen)) == 10
