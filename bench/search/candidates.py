@@ -171,15 +171,7 @@ def stop(problem: Problem, name: str, pruner: dict[str, object], sampler: str = 
     return Method(name, sampler, section, multi_fidelity=sampler == "study")
 
 
-CURRENT = "hpo: 1 rung at 1st eval (2 finished)"  # the default before issue 36 (methods.HPO_METHOD)
+CURRENT = "hpo: 1 rung at 1st eval (2 finished)"  # the default before issue 36
 PROMOTION_RUNG = (
     "hpo: 1 rung at 1/9 (2 finished)"  # shipped until the switch: `mode: promotion`'s default rung
 )
-SHIPPED = "hpo: asha as written"  # what `scheduler: {type: asha}` does (hpo.spec.scheduler); not a candidate
-
-
-def shipped(problem: Problem) -> Method:
-    """`scheduler: {type: asha}` on the problem's study file, its pruner built by hpo itself (mode stop: the pick
-    of the held-out rule, "stop-type rungs from 1/9 (eta 2)", as the product lays it out), with the multi-fidelity
-    TPE it turns on. Its runs equal that candidate's seed for seed (tests/bench_search)."""
-    return Method(SHIPPED, "study", scheduler={"type": "asha"}, multi_fidelity=True)

@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.search import heldout  # noqa: E402
-from bench.search.candidates import CURRENT, SHIPPED  # noqa: E402
+from bench.search.candidates import CURRENT  # noqa: E402
 from bench.search.figures import QUANTILES, RunFigures, Spread  # noqa: E402
+from bench.search.methods import SHIPPED  # noqa: E402
 from bench.search.suite import OUT, load_runs  # noqa: E402
 
 DEFAULT = "hpo default (held-out)"

@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.search import peers  # noqa: E402
-from bench.search.candidates import candidates_for, shipped  # noqa: E402
+from bench.search.candidates import candidates_for  # noqa: E402
 from bench.search.figures import QUANTILES, RunFigures, run_figures  # noqa: E402
-from bench.search.methods import Method, methods_for  # noqa: E402
+from bench.search.methods import SHIPPED, Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import budget_of, simulate  # noqa: E402
@@ -61,7 +61,7 @@ def methods_of(name: str) -> dict[str, Method]:
     problem = PROBLEMS[name]
     known = {m.name: m for m in methods_for(problem)}
     named = {label: known[key] for key, label in OPTUNA_PEERS.items()}
-    return named | {m.name: m for m in [*candidates_for(problem), shipped(problem)]}
+    return named | {m.name: m for m in candidates_for(problem)} | {SHIPPED: known[SHIPPED]}
 
 
 def one_run(task: tuple[str, str, int]) -> tuple[str, str, int, dict[str, Any]]:

@@ -29,6 +29,8 @@ def test_the_written_study_runs_the_simulated_method(problem_name, tmp_path):
         if method.asha:
             assert scheduler is not None and scheduler.type == "asha" and not (pruner and pruner.enabled)
             assert scheduler.promote_underfilled == method.underfilled
+        elif method.scheduler is not None:  # what hpo ships: ASHA's stop-type rungs, a pruner hpo builds
+            assert scheduler is not None and scheduler.mode == "stop" and not (pruner and pruner.enabled)
         else:
             assert scheduler is None
             assert pruner is not None and pruner.type == (method.pruner or {"type": "none"})["type"]

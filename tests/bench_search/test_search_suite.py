@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from bench.search import heldout, report, sensitivity
-from bench.search.candidates import CURRENT, PROMOTION_RUNG, SHIPPED, at_evaluation, candidates_for
+from bench.search.candidates import CURRENT, PROMOTION_RUNG, at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
+from bench.search.methods import SHIPPED
 from bench.search.problems import PROBLEMS
 from bench.search.recording import load
 from bench.search.simulate import budget_of, simulate
