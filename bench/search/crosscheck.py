@@ -69,7 +69,9 @@ def study_section(method: Method, problem: Problem) -> dict[str, Any]:
         }
     if method.scheduler is not None:  # a scheduler that stops trials: the section as a study file gives it
         return {"scheduler": method.scheduler}
-    # No pruner said explicitly: a study file without one gets hpo's median pruner, the simulator's method none.
+    if method.hpo_chooses:  # neither section: hpo chooses, as the simulator's pruner was built
+        return {}
+    # No pruner said explicitly: a study file without one gets what hpo chooses; the simulator's method is none.
     return {"pruner": method.pruner or {"type": "none"}}
 
 

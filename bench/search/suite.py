@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from bench.search import peers  # noqa: E402
 from bench.search.candidates import candidates_for  # noqa: E402
 from bench.search.figures import QUANTILES, RunFigures, run_figures  # noqa: E402
-from bench.search.methods import SHIPPED, Method, methods_for  # noqa: E402
+from bench.search.methods import NO_PRUNER_NAMED, SHIPPED, Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import budget_of, simulate  # noqa: E402
@@ -57,11 +57,12 @@ def recording_of(name: str) -> Recording:
 
 def methods_of(name: str) -> dict[str, Method]:
     """The simulated methods on a problem, by the suite's names: Optuna's peers, hpo's candidates, and what hpo
-    ships (`scheduler: {type: asha}` as hpo builds it)."""
+    ships (`scheduler: {type: asha}`, and a study file that names no pruner, as hpo builds them)."""
     problem = PROBLEMS[name]
     known = {m.name: m for m in methods_for(problem)}
     named = {label: known[key] for key, label in OPTUNA_PEERS.items()}
-    return named | {m.name: m for m in candidates_for(problem)} | {SHIPPED: known[SHIPPED]}
+    ours = {label: known[label] for label in (SHIPPED, NO_PRUNER_NAMED)}
+    return named | {m.name: m for m in candidates_for(problem)} | ours
 
 
 def one_run(task: tuple[str, str, int]) -> tuple[str, str, int, dict[str, Any]]:

@@ -81,7 +81,9 @@ def describe_scheduler(spec: StudySpec) -> str:
         return (
             f"  scheduler: asha, mode stop: rungs from {Fraction(pbt.first_fraction()).limit_denominator(1000)} of "
             f"each trial's length (its first evaluation there), each {pbt.reduction_factor} times as far; a trial "
-            f"below the top 1/{pbt.reduction_factor} at a rung stops; length {pbt.max_resource} {pbt.resource}"
+            f"below the top 1/{pbt.reduction_factor} at a rung stops"
+            + (f" once {pbt.startup_trials} trials have completed" if pbt.startup_trials else "")
+            + f"; length {pbt.max_resource} {pbt.resource}"
         )
     if pbt.type != "pbt":
         options = ", ".join(f"{k} {v}" for k, v in pbt.model_dump(exclude={"type"}).items())

@@ -3,6 +3,7 @@
     scheduler: {type: asha}                 # mode stop: rungs from the first evaluation past a ninth of the length,
                                             # each twice as far; below the top half of a rung, a trial stops
     scheduler: {type: asha, mode: stop, min_resource: 4, reduction_factor: 3}   # the first rung at step 4 (of 36)
+    scheduler: {type: asha, startup_trials: 2}   # mode stop, no trial stopped before 2 have completed
     scheduler: {type: asha, mode: promotion}   # one pausing rung at the first evaluation past a ninth, judging
                                                # once 2 trials have finished
     scheduler: {type: asha, resource: steps, min_resource: 4, max_resource: 36, reduction_factor: 3}   # promotion
@@ -16,7 +17,9 @@
 fractions of each trial's length, the first at `min_resource / max_resource` (a ninth without min_resource), each
 next one `reduction_factor` times further (2 by default); at a rung, a trial outside the top 1/reduction_factor of
 the trials that reached it stops (Optuna's successive halving, asynchronous: judged against those before it). Nothing
-pauses, so nothing is resumed, and the study may run `--in-process`. The study's TPE learns from every rung value
+pauses, so nothing is resumed, and the study may run `--in-process`. `startup_trials: n` stops no trial before n
+trials have completed (0 by default: ASHA's rule judges from the second trial; a study that names no pruner gets 2,
+hpo.spec.study). The study's TPE learns from every rung value
 (hpo.storage.rung_sampler). bench/search chose it on problems held out from the choice (13 recorded problems, leave
 one problem out, the smallest worst ratio to the best peer: this schedule on 11 of 13; then first on average rank on 4
 problems recorded after the choice; docs/benchmarks.md, "Which search finds a good model soonest"). It needs
@@ -67,6 +70,7 @@ PROMOTION_REDUCTION_FACTOR = 3
 # What only pausing and promoting has: any of them given (or min_resource, which files meant for promotion before
 # stopping became the default) makes a section without `mode` a promotion one.
 PROMOTION_FIELDS = ("min_resource", "max_rungs", "continue_in_place", "promote_underfilled", "rank_gate")
+STOP_FIELDS = ("startup_trials",)  # what only stopping has: given, a section without `mode` is a stop one
 
 
 class RankGateSpec(Section):
@@ -98,6 +102,9 @@ class SchedulerSpec(Section):
     promote_underfilled: bool = True
     # None: on with the default rung, off with a given min_resource (settle decides `enabled`).
     rank_gate: RankGateSpec | None = None
+    # Mode stop: no trial is stopped before this many trials have completed (Optuna's median pruner waits for 5).
+    # None: 0, ASHA's rule from the second trial.
+    startup_trials: int | None = Field(None, ge=0)
 
     @field_validator("rank_gate", mode="before")
     @classmethod
@@ -134,6 +141,7 @@ class SchedulerSpec(Section):
             )
         if self.mode == "stop":
             self.reduction_factor = self.reduction_factor or STOP_REDUCTION_FACTOR
+            self.startup_trials = self.startup_trials or 0
             self._check_below_the_length()
             return {**training, key: self.max_resource}
         self.reduction_factor = self.reduction_factor or PROMOTION_REDUCTION_FACTOR
@@ -167,12 +175,22 @@ class SchedulerSpec(Section):
     def _choose_mode(self, evaluates: bool) -> None:
         """`mode` not given: stop, the default bench/search chose on held-out problems, unless the section gives a
         setting only promotion has (a file written for the promotion rung keeps it) or trials do not evaluate during
-        training (a stop-type rung judges at an evaluation; a promotion rung evaluates where it pauses)."""
+        training (a stop-type rung judges at an evaluation; a promotion rung evaluates where it pauses). A setting
+        only stopping has makes it stop, checked as a given `mode: stop` is."""
         promotion_only = [name for name in PROMOTION_FIELDS if name in self.model_fields_set]
+        stop_only = [name for name in STOP_FIELDS if name in self.model_fields_set]
         if self.mode is None:
-            self.mode = "promotion" if promotion_only or not evaluates else "stop"
-            return
+            promotes = not stop_only and (bool(promotion_only) or not evaluates)
+            self.mode = "promotion" if promotes else "stop"
+            if not stop_only:
+                return
         if self.mode != "stop":
+            if stop_only:
+                raise FieldProblem(
+                    f"study.scheduler.{stop_only[0]}",
+                    "is a setting of mode stop (stopping trials at their rungs), but this scheduler pauses them; "
+                    "set mode: stop, or remove it",
+                )
             return
         if extra := [name for name in promotion_only if name != "min_resource"]:
             raise FieldProblem(

@@ -29,8 +29,9 @@ def test_the_written_study_runs_the_simulated_method(problem_name, tmp_path):
         if method.asha:
             assert scheduler is not None and scheduler.type == "asha" and not (pruner and pruner.enabled)
             assert scheduler.promote_underfilled == method.underfilled
-        elif method.scheduler is not None:  # what hpo ships: ASHA's stop-type rungs, a pruner hpo builds
+        elif method.scheduler is not None or method.hpo_chooses:  # what hpo ships: stop-type rungs hpo builds
             assert scheduler is not None and scheduler.mode == "stop" and not (pruner and pruner.enabled)
+            assert scheduler.startup_trials == (2 if method.hpo_chooses else 0)
         else:
             assert scheduler is None
             assert pruner is not None and pruner.type == (method.pruner or {"type": "none"})["type"]

@@ -13,11 +13,13 @@ import pytest
 from bench.search import heldout, report, sensitivity
 from bench.search.candidates import CURRENT, PROMOTION_RUNG, at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
-from bench.search.methods import SHIPPED
+from bench.search.methods import NO_PRUNER_NAMED, SHIPPED
 from bench.search.problems import PROBLEMS
 from bench.search.recording import load
 from bench.search.simulate import budget_of, simulate
 from bench.search.suite import methods_of, recorded
+from hpo.spec import load_study_spec
+from hpo.storage.stop_rungs import StopRungsPruner
 
 
 def test_the_regret_area_is_one_until_the_first_evaluation_and_zero_at_the_best():
@@ -92,6 +94,26 @@ def test_asha_as_written_runs_the_held_out_pick_seed_for_seed(name):
         pick = simulate(recording, methods[PICK], seed, budget_s=budget_of(recording))
         assert shipped.trace == pick.trace
         assert [t.done for t in shipped.trials] == [t.done for t in pick.trials]
+
+
+@pytest.mark.parametrize("name", ["digits", "minilm-lora", "synth-noisy"])
+def test_a_study_that_names_no_pruner_runs_the_shipped_rungs_after_two_completed_trials(name):
+    # hpo chooses for a file without a pruner: the shipped rungs (same first fraction and eta, built by hpo), but
+    # no trial stopped before two have completed; once they have, trials are stopped as under the shipped rungs.
+    recording = load(PROBLEMS[name])
+    methods = methods_of(name)
+    spec = load_study_spec(PROBLEMS[name].study)
+    chosen, shipped = methods[NO_PRUNER_NAMED].pruner_object(spec), methods[SHIPPED].pruner_object(spec)
+    assert isinstance(chosen, StopRungsPruner) and chosen.startup_trials == 2
+    assert (chosen.first_fraction, chosen.reduction_factor) == (
+        shipped.first_fraction,
+        shipped.reduction_factor,
+    )
+    outcome = simulate(recording, methods[NO_PRUNER_NAMED], 0, budget_s=budget_of(recording))
+    ended = sorted((t for t in outcome.trials if t.ended_at is not None), key=lambda t: t.ended_at)
+    second = [t for t in ended if t.state == "complete"][1].ended_at
+    assert all(t.state == "complete" for t in ended if t.ended_at < second)
+    assert any(t.state == "pruned" for t in ended if t.ended_at > second)
 
 
 def test_each_peer_is_measured_against_the_best_of_the_others_and_the_default_against_all():

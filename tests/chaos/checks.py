@@ -23,7 +23,7 @@ from hpo.spec import StudySpec
 from hpo.storage import pause
 from hpo.storage.database import create_storage
 from hpo.storage.retention import checkpoints_in
-from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner
+from hpo.storage.stop_rungs import LENGTH_ATTR, RUNG_KEY, StopRungsPruner
 from hpo.storage.study_db import pick_trial, storage_url
 from hpo.tracking.events import store_location
 from hpo.tracking.store import open_store, trial_run_id
@@ -335,8 +335,9 @@ def check_export(spec: StudySpec, trials: list[FrozenTrial], damaged: set[str] =
 
 def check_stop_rungs(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
     """Stop-type ASHA (a study that names no pruner): each configuration that reported wrote its length, and one
-    that ended PRUNED ended at one of its rungs: its first report at or past the first fraction of that length, or
-    reduction_factor^k times that step."""
+    that ended PRUNED was judged at one of its rungs (its first report at or past the first fraction of that length,
+    or reduction_factor^k times that step) with the value it had there, even when its reports reached the storage
+    late or a retry resumed past the rung, and stopped at or past that rung."""
     scheduler = spec.study.scheduler
     if scheduler is None or not spec.stops_at_rungs():
         return []
@@ -351,16 +352,30 @@ def check_stop_rungs(spec: StudySpec, trials: list[FrozenTrial]) -> list[str]:
             continue
         if end.state != TrialState.PRUNED or not lengths:
             continue
-        # The chain as one trial (a retry writes the reports its predecessor lost), as the pruner reads a trial.
-        as_one = SimpleNamespace(user_attrs={LENGTH_ATTR: max(lengths)}, intermediate_values=reports)
-        first = pruner.first_rung(as_one)  # type: ignore[arg-type]
-        rungs = {first * pruner.reduction_factor**k for k in range(12)} if first else set()
-        step = end.user_attrs.get("pruned_step")
-        if step not in rungs:
-            problems.append(
-                f"trial {end.number} PRUNED at step {step}, not a rung of its length ({first} x eta^k)"
-            )
+        problems += _judged_at_a_rung(pruner, chain, reports, max(lengths))
     return problems
+
+
+def _judged_at_a_rung(
+    pruner: StopRungsPruner, chain: list[FrozenTrial], reports: dict[int, float], length: int
+) -> list[str]:
+    """The chain as one trial (a retry writes the reports its predecessor lost), as the pruner reads a trial: its
+    highest recorded rung holds the value of the first report at or past that rung, and it stopped there or later."""
+    end = chain[-1]
+    as_one = SimpleNamespace(user_attrs={LENGTH_ATTR: length}, intermediate_values=reports)
+    first = pruner.first_rung(as_one)  # type: ignore[arg-type]
+    recorded = {k: v for attempt in chain for k, v in attempt.system_attrs.items() if k.startswith(RUNG_KEY)}
+    if first is None or not recorded:
+        return [f"trial {end.number} PRUNED without a rung judging it"]
+    top = max(int(key.removeprefix(RUNG_KEY)) for key in recorded)
+    rung_step = first * pruner.reduction_factor**top
+    reached = min((step for step in reports if step >= rung_step), default=None)
+    step = end.user_attrs.get("pruned_step")
+    if reached is None or recorded[f"{RUNG_KEY}{top}"] != reports[reached]:
+        return [f"trial {end.number}: rung {top} (step {rung_step}) holds a value it did not report there"]
+    if step is None or step < rung_step:
+        return [f"trial {end.number} PRUNED at step {step}, before its rung at step {rung_step}"]
+    return []
 
 
 CHECKS: dict[str, Callable[[StudySpec, list[FrozenTrial]], list[str]]] = {

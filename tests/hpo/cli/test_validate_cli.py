@@ -51,6 +51,7 @@ def test_validate_a_study_reports_what_it_would_do(tmp_path, capsys, monkeypatch
     assert (
         "scheduler: asha, mode stop: rungs from 1/9 of each trial's length" in out
     )  # no pruner named: the default
+    assert "at a rung stops once 2 trials have completed" in out
     assert f"sqlite:///{tmp_path}/runs/v/study.db" in out
     assert "evaluation produces: eval_accuracy, eval_loss" in out
 

@@ -172,3 +172,17 @@ def test_a_retry_is_judged_at_its_earlier_attempts_rungs_and_not_twice_at_a_pass
     assert frozen.state == TrialState.RUNNING
     assert "completed_rung_0" not in frozen.system_attrs and frozen.system_attrs["completed_rung_1"] == 0.95
     assert StopRungsPruner(1 / 9, 2).first_rung(with_earlier_attempts(study, frozen)) == 10
+
+
+@pytest.mark.parametrize(("startup", "expected"), [(0, [False, True, True]), (2, [False, False, True])])
+def test_no_trial_stops_before_the_startup_trials_have_completed(startup, expected):
+    # What a study that names no pruner gets (startup 2): the second trial, below the first at the rung, trains to
+    # the end; its rung value still counts against the third, which stops.
+    study = optuna.create_study(direction="maximize", pruner=StopRungsPruner(1 / 9, 2, startup))
+    decisions = []
+    for value in (0.9, 0.5, 0.4):
+        trial = _asked(study, {10: value}, ask_at=[])
+        decisions.append(trial.should_prune())
+        study.tell(trial, *((None, TrialState.PRUNED) if decisions[-1] else (value, TrialState.COMPLETE)))
+    assert decisions == expected
+    assert study.trials[1].system_attrs["completed_rung_0"] == 0.5

@@ -120,6 +120,7 @@ def test_asha_counts_in_the_unit_the_study_length_is_given_in(training, resource
             3,
             None,
         ),  # a promotion rung evaluates itself
+        ({"type": "asha", "startup_trials": 3}, {}, "stop", 2, 1 / 9),  # a setting only stopping has
     ],
 )
 def test_the_mode_follows_what_the_section_gives(scheduler, training, mode, eta, fraction):
@@ -137,6 +138,7 @@ def test_the_mode_follows_what_the_section_gives(scheduler, training, mode, eta,
     else:
         assert isinstance(pruner, StopRungsPruner) and pruner.first_fraction == pytest.approx(fraction)
         assert pruner.reduction_factor == eta
+        assert pruner.startup_trials == scheduler.get("startup_trials", 0)
 
 
 def test_a_resource_given_is_kept_whatever_the_length_unit():
@@ -227,6 +229,21 @@ def test_a_one_epoch_training_is_refused_with_the_fix():
             "mode is stop; set mode: promotion, or remove it",
         ),
         (
+            {"study.scheduler": {"type": "asha", "mode": "promotion", "startup_trials": 2}},
+            "study.scheduler.startup_trials",
+            "is a setting of mode stop (stopping trials at their rungs), but this scheduler pauses them",
+        ),
+        (  # a setting of each mode: the stop one decides, the other is refused
+            {"study.scheduler": {"type": "asha", "max_rungs": 1, "startup_trials": 2}},
+            "study.scheduler.max_rungs",
+            "mode is stop; set mode: promotion, or remove it",
+        ),
+        (
+            {"study.scheduler": {"type": "asha", "startup_trials": 2}, "training.eval_strategy": "no"},
+            "study.scheduler.mode",
+            "set training.eval_strategy: epoch",
+        ),
+        (
             {"study.scheduler": {"type": "asha", "mode": "stop"}, "training.eval_strategy": "no"},
             "study.scheduler.mode",
             "set training.eval_strategy: epoch",
@@ -283,4 +300,6 @@ def test_a_study_that_names_no_pruner_gets_the_stop_type_rungs(changes, pruning)
     assert spec.pruning_label() == pruning
     assert (spec.study.scheduler is not None) == (pruning == "asha stop-type rungs")
     if spec.stops_at_rungs():
-        assert isinstance(build_pruner(spec), StopRungsPruner) and spec.study.scheduler.resource == "epochs"
+        pruner = build_pruner(spec)
+        assert isinstance(pruner, StopRungsPruner) and spec.study.scheduler.resource == "epochs"
+        assert pruner.startup_trials == 2  # no trial stopped before two have completed
