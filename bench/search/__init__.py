@@ -17,6 +17,7 @@ candidates.py hpo's candidate defaults (rung placement, rung count, gate, Hyperb
 suite.py      every method on every recorded problem, many seeds, in parallel (runs/suite/<problem>.json)
 heldout.py    held-out selection of hpo's default (leave one problem out) and the ranks
 report.py     the suite's tables
+small.py      studies bounded by their trial count (8, 15, 30 trials), not by time: what stopping costs the final model
 sensitivity.py the rule's pick and the shipped rung beside the peers at the problems' costs and with every overhead scaled
 crosscheck.py a real `hpo run` (one worker, enqueued recorded configurations) against the simulator
 real.py       methods run for real (`hpo run`, 2 workers, a time limit), a few seeds, beside their simulation

@@ -28,13 +28,15 @@ sys.path.insert(0, str(ROOT))
 from bench.search import heldout  # noqa: E402
 from bench.search.candidates import CURRENT  # noqa: E402
 from bench.search.figures import QUANTILES, RunFigures, Spread  # noqa: E402
-from bench.search.methods import SHIPPED  # noqa: E402
+from bench.search.methods import NO_PRUNER_NAMED, SHIPPED  # noqa: E402
 from bench.search.suite import OUT, load_runs  # noqa: E402
 
 DEFAULT = "hpo default (held-out)"
 RATIO_MIN_SEEDS = 10
 BEFORE = "hpo before"
 SHIPPED_LABEL = "hpo shipped"  # `scheduler: {type: asha}` as hpo builds it
+NO_PRUNER_LABEL = "hpo, no pruner named"  # a study file without pruner or scheduler, as hpo builds it
+OURS = (SHIPPED, NO_PRUNER_NAMED)  # what hpo ships, each shown on its own, never chosen among the candidates
 
 
 def gather(folder: Path) -> tuple[dict[str, dict[str, list[RunFigures]]], dict[str, float], dict[str, bool]]:
@@ -55,8 +57,8 @@ def split(problems: dict[str, dict[str, list[RunFigures]]]) -> tuple[list[str], 
     common = set.intersection(*(set(runs) for runs in problems.values()))
     ordered = list(dict.fromkeys(m for runs in problems.values() for m in runs))
     peers = [m for m in ordered if m in common and not m.startswith("hpo")]
-    # What hpo ships is shown as its own column, not chosen among the candidates.
-    candidates = [m for m in ordered if m in common and m.startswith("hpo") and m != SHIPPED]
+    # What hpo ships is shown on its own, not chosen among the candidates.
+    candidates = [m for m in ordered if m in common and m.startswith("hpo") and m not in OURS]
     partial = [m for m in ordered if m not in common and not m.startswith("hpo")]
     return peers, candidates, partial
 
@@ -207,6 +209,7 @@ def report(folder: Path, fresh: Path | None = None) -> str:
         "Each peer and hpo's default against the best of the *other* peers (what a 1.2x bar asks of any method):",
         "",
         *envelope_lines(table, budgets, judges),
+        *in_place_lines(table, methods, budgets, judges, maximize),
     ]
     if fresh is not None:
         lines += ["", *fresh_lines(fresh, pick, len(problems))]
@@ -241,6 +244,7 @@ def fresh_lines(folder: Path, pick: str, suite_size: int) -> list[str]:
         "Each peer and the rule's pick against the best of the *other* peers:",
         "",
         *envelope_lines(table, budgets, judges),
+        *in_place_lines(table, methods, budgets, judges, maximize),
     ]
 
 
@@ -276,6 +280,65 @@ def envelope_lines(
         label = method.removeprefix("hpo: ")
         lines.append(row([label, f"{ratios[worst]:.2f}", worst, f"{over} of {len(ratios)}", f"{mean:.2f}"]))
     return lines
+
+
+def in_place_lines(
+    table: dict[str, dict[str, list[RunFigures]]],
+    methods: list[str],
+    budgets: dict[str, float],
+    judges: list[str],
+    maximize: dict[str, bool],
+) -> list[str]:
+    """A study that names no pruner, ranked in the shipped column's place (the other columns' ranks unchanged),
+    beside the shipped default: the cost of its start-up (no trial stopped before two have completed) where time
+    buys configurations. Nothing when it was not run on every problem."""
+    if not all(NO_PRUNER_NAMED in runs for runs in table.values()):
+        return []
+    lines = [
+        "",
+        f"{NO_PRUNER_LABEL} (stop-type rungs, none before two trials have completed) in {SHIPPED_LABEL}'s place:",
+        "",
+        *header(
+            [
+                "method",
+                "average rank",
+                "worst ratio",
+                "on",
+                "over 1.2x",
+                "final best no worse than the best peer's",
+            ]
+        ),
+    ]
+    for label, source in ((SHIPPED_LABEL, SHIPPED), (NO_PRUNER_LABEL, NO_PRUNER_NAMED)):
+        swapped = {n: {**runs, SHIPPED_LABEL: runs[source]} for n, runs in table.items()}
+        ranks = [
+            heldout.ranks(runs, [m for m in methods if m in runs])[SHIPPED_LABEL] for runs in swapped.values()
+        ]
+        ratios = {n: heldout.ratio(runs, SHIPPED_LABEL, judges, budgets[n]) for n, runs in swapped.items()}
+        worst = max(ratios, key=ratios.__getitem__)
+        no_worse = sum(
+            final_no_worse(runs, SHIPPED_LABEL, judges, maximize[n]) for n, runs in swapped.items()
+        )
+        lines.append(
+            row(
+                [
+                    label,
+                    f"{np.mean(ranks):.2f}",
+                    f"{ratios[worst]:.2f}",
+                    worst,
+                    f"{sum(r > 1.2 for r in ratios.values())} of {len(ratios)}",
+                    f"{no_worse} of {len(ratios)}",
+                ]
+            )
+        )
+    return lines
+
+
+def final_no_worse(runs: dict[str, list[RunFigures]], method: str, judges: list[str], maximize: bool) -> bool:
+    """Whether `method`'s final best (mean over seeds) is at least the best judge's."""
+    direction = 1.0 if maximize else -1.0
+    ours = direction * heldout.mean_final(runs[method])
+    return all(ours >= direction * heldout.mean_final(runs[j]) for j in judges)
 
 
 def main() -> None:
