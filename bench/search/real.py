@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from bench.search.methods import HPO_METHOD, Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS, Problem  # noqa: E402
 from bench.search.record import train_one  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
-from bench.search.simulate import Outcome, budget_of, simulate  # noqa: E402
+from bench.search.simulate import Costs, Outcome, budget_of, simulate  # noqa: E402
 from bench.search.suite import methods_of  # noqa: E402
 from hpo.spec import load_study_spec  # noqa: E402
 from hpo.storage.study_db import load_existing_study  # noqa: E402
@@ -130,7 +131,7 @@ def figures_row(outcome: Outcome, recording: Recording, budget_s: float, trials:
 
 
 def one_seed(
-    recording: Recording, method: Method, seed: int, budget_s: float, factor: float
+    recording: Recording, method: Method, seed: int, budget_s: float, factor: float, costs: Costs
 ) -> tuple[dict[str, float], dict[str, float]]:
     folder = Path(tempfile.mkdtemp(prefix="search-real-"))
     try:
@@ -138,7 +139,7 @@ def one_seed(
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     real.trace = [(at / factor, value) for at, value in real.trace]  # in the recording's seconds
-    simulated = simulate(recording, method, seed, budget_s=budget_s)
+    simulated = simulate(recording, method, seed, budget_s=budget_s, costs=costs)
     return (
         figures_row(real, recording, budget_s, len(real.started)),
         figures_row(simulated, recording, budget_s, len(simulated.trials)),
@@ -188,6 +189,11 @@ def main() -> None:
         "--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1"
     )
     parser.add_argument("--json", type=Path, help="every run's figures, real and simulated")
+    parser.add_argument(
+        "--start-s",
+        type=float,
+        help="the simulated side's per-trial start cost (default: the problem's; crosscheck.py implies one)",
+    )
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     recording = load(PROBLEMS[options.problem])
@@ -197,17 +203,20 @@ def main() -> None:
     methods = [known[name] for name in options.methods.split(",")]
     budget_s = budget_of(recording)
     factor = speed_factor(recording)
+    costs = Costs.of(recording)
+    if options.start_s is not None:
+        costs = replace(costs, start_s=options.start_s)
     print(
         f"{options.problem}: budget {budget_s:.1f} s of the recording's time, {budget_s * factor:.1f} s here (this "
         f"machine takes {factor:.2f}x the recorded time), {recording.problem.workers} workers, "
         f"seeds {options.first_seed}-{options.first_seed + options.seeds - 1}; real times below are in the "
-        "recording's seconds"
+        f"recording's seconds; simulated with a start cost of {costs.start_s} s a trial"
     )
     rows: dict[str, list[tuple[dict, dict]]] = {m.name: [] for m in methods}
     started = time.time()
     for seed in range(options.first_seed, options.first_seed + options.seeds):
         for method in methods:
-            real, simulated = one_seed(recording, method, seed, budget_s, factor)
+            real, simulated = one_seed(recording, method, seed, budget_s, factor, costs)
             rows[method.name].append((real, simulated))
             print(f"seed {seed} {method.name}: real {real}; simulated {simulated}", flush=True)
     print("\n".join(report(rows, recording)))
