@@ -8,8 +8,10 @@ With one worker and every configuration enqueued, the decisions depend only on t
 reproduces its recorded values (same task code, arguments, seed and thread count), so the two runs must take the
 same decisions: any difference in the trial table is a bug in the simulator (or a recording that no longer matches the
 code). The clock cannot match exactly: a real run's per-trial start, pause and resume costs are the simulator's
-parameters, and the machine's load moves both. The times are printed side by side with their ratio; the timing
-tolerance (`--tolerance`, default 0.35: within 35 %) is loose on purpose on a shared 2-core machine.
+parameters, and the machine's load moves both. Real times are divided by this machine's speed against the
+recording's (`speed.py`, as real.py does), so the implied per-trial start cost is in the recording's seconds (real.py
+--start-s takes it). The times are printed side by side with their ratio; the timing tolerance (`--tolerance`,
+default 0.35: within 35 %) is loose on purpose on a shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from bench.search.methods import Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS, Problem  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import simulate  # noqa: E402
+from bench.search.speed import speed_factor  # noqa: E402
 from hpo.scheduling.asha import rung_levels  # noqa: E402
 from hpo.spec import load_study_spec  # noqa: E402
 from hpo.storage.study_db import load_existing_study  # noqa: E402
@@ -174,14 +177,18 @@ def main() -> None:
     target = max(
         recording.final(i) for i in chosen
     )  # the best of these configurations: reached late, if at all
+    factor = speed_factor(recording)  # real times below are divided by it: the recording's seconds
     folder = Path(tempfile.mkdtemp(prefix="search-crosscheck-"))
     try:
         real = real_run(write_study(recording.problem, method, folder, points), recording, target)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    for key in ("to_target_s", "from_first_trial_s"):
+        real[key] = real[key] / factor if real[key] else real[key]
     simulated = simulated_run(recording, method, points, target)
     print(
-        f"{options.method}, {options.trials} recorded configurations {chosen}, 1 worker, target {target:.4f}"
+        f"{options.method}, {options.trials} recorded configurations {chosen}, 1 worker, target {target:.4f}; "
+        f"this machine takes {factor:.2f}x the recorded time (real times below divided by it)"
     )
     print(f"{'trial':>5}  {'real (config, state, step, value)':<44}{'simulated':<44}")
     same = True

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -44,9 +43,9 @@ from bench.search.crosscheck import study_section  # noqa: E402
 from bench.search.figures import FRACTIONS, QUANTILES, run_figures  # noqa: E402
 from bench.search.methods import HPO_METHOD, Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS, Problem  # noqa: E402
-from bench.search.record import train_one  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import Costs, Outcome, budget_of, simulate  # noqa: E402
+from bench.search.speed import speed_factor  # noqa: E402
 from bench.search.suite import methods_of  # noqa: E402
 from hpo.spec import load_study_spec  # noqa: E402
 from hpo.storage.study_db import load_existing_study  # noqa: E402
@@ -56,26 +55,6 @@ START_ALLOWANCE_S = (
     8.0  # hpo run's imports, dry run and workers' start, before the first trial: not in the budget
 )
 DEFAULT_METHODS = f"random,tpe,tpe+sh,{HPO_METHOD}"
-
-
-def speed_factor(recording: Recording) -> float:
-    """This machine's time for the recording's median-cost configuration over the recorded time (train_one: the
-    recording's own code path, one thread). A real run's budget is the simulated one times this, and its times are
-    divided by it, so that a machine faster or slower than the recording's is judged on the same amount of work."""
-    problem = recording.problem
-    costs = recording.full_trial_s()
-    index = sorted(range(len(costs)), key=lambda i: costs[i])[len(costs) // 2]
-    spec = load_study_spec(problem.study)
-    datasets = spec.task.resolve().data(dict(spec.model))
-    torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as folder:
-        for _ in range(
-            2
-        ):  # the first pays one-time costs (lazy imports, allocator warm-up) that a worker pays once
-            recorder = train_one(spec, problem, recording.curves[index].params, 0, Path(folder), datasets)
-    assert recorder.began is not None
-    measured = recorder.evaluations[-1][1] - recorder.created
-    return measured / float(costs[index])
 
 
 def sampler_section(method: Method, problem: Problem, seed: int) -> dict[str, Any]:
@@ -109,15 +88,18 @@ def write_study(problem: Problem, method: Method, seed: int, folder: Path, budge
     return path
 
 
-def real_outcome(path: Path) -> Outcome:
-    """The run's evaluations as the simulator's Outcome: (seconds since the first trial started, value)."""
+def real_outcome(path: Path, window_s: float) -> Outcome:
+    """The run's evaluations as the simulator's Outcome: (seconds since the first trial started, value), and the
+    trials started within `window_s` of the first (the run's time limit has `hpo run`'s start-up allowance on top,
+    which a quick start spends on trials the budget does not count)."""
     run_study(path, dry_run=False)
     spec = load_study_spec(path)
     trials = load_existing_study(spec).get_trials(deepcopy=False)
-    first = min(t.datetime_start.timestamp() for t in trials if t.datetime_start)
+    starts = {t.number: t.datetime_start.timestamp() for t in trials if t.datetime_start}
+    first = min(starts.values())
     trace = [(at - first, value) for at, value in sorted(evaluations(spec))]
     outcome = Outcome(trace=trace)
-    outcome.started = [t.number for t in trials]
+    outcome.started = [number for number, at in starts.items() if at - first <= window_s]
     return outcome
 
 
@@ -135,7 +117,9 @@ def one_seed(
 ) -> tuple[dict[str, float], dict[str, float]]:
     folder = Path(tempfile.mkdtemp(prefix="search-real-"))
     try:
-        real = real_outcome(write_study(recording.problem, method, seed, folder, budget_s * factor))
+        real = real_outcome(
+            write_study(recording.problem, method, seed, folder, budget_s * factor), budget_s * factor
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     real.trace = [(at / factor, value) for at, value in real.trace]  # in the recording's seconds
