@@ -7,6 +7,7 @@
                   Optuna's private attributes
     rung_sampler.py  the multi-fidelity TPE: learns from every rung value, paused and running trials included
     stop_rungs.py the pruner of `scheduler: {type: asha}` (mode stop): rungs at fractions of each trial's length
+    attempts.py   a configuration's attempts: a retry and the attempts it continues (`requeued_from_trial`)
     retry.py      fail a crashed, interrupted or stale trial and queue it again, resuming from its checkpoint
     folder_owner.py  which study an output folder belongs to (a marker file): another study's folder is refused
     retention.py  bound the disk after each trial (`study.keep_checkpoints`)

@@ -30,9 +30,9 @@ import optuna
 from optuna.pruners import BasePruner, SuccessiveHalvingPruner
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.storage.attempts import REQUEUED_FROM, attempt_chain
+
 LENGTH_ATTR = "max_steps"  # user attribute: the trial's full length in global steps, the unit of its reports
-# A retry's user attribute: the number of the attempt it continues (hpo.storage.retry).
-REQUEUED_FROM = "requeued_from_trial"
 # Optuna's successive halving records rung n's value as the system attribute "completed_rung_<n>" (optuna 5.0.0, the
 # lock's; a rename there breaks `with_earlier_attempts` and the chaos suite's rung check).
 RUNG_KEY = "completed_rung_"
@@ -93,21 +93,15 @@ class StopRungsPruner(BasePruner):
 
 def with_earlier_attempts(study: optuna.Study, trial: FrozenTrial) -> FrozenTrial:
     """A retry seen with the reports and passed rungs of the attempts it continues (a later attempt's report of a
-    step wins); any other trial as it is."""
+    step wins); any other trial as it is (and the storage is not read)."""
     earlier = trial.user_attrs.get(REQUEUED_FROM)
     if earlier is None:
         return trial
-    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
-    reports: dict[int, float] = {}
-    rungs: dict[str, object] = {}
-    seen = {trial.number}
-    while earlier in by_number and earlier not in seen:
-        seen.add(earlier)
-        attempt = by_number[earlier]
-        reports = {**attempt.intermediate_values, **reports}
-        rungs = {k: v for k, v in attempt.system_attrs.items() if k.startswith(RUNG_KEY)} | rungs
-        earlier = attempt.user_attrs.get(REQUEUED_FROM)
     view = copy.copy(trial)
-    view.intermediate_values = {**reports, **trial.intermediate_values}
-    view.system_attrs = {**rungs, **trial.system_attrs}
+    for attempt in attempt_chain(
+        study.get_trials(deepcopy=False), earlier
+    ):  # latest first: the view's entries win
+        rungs = {k: v for k, v in attempt.system_attrs.items() if k.startswith(RUNG_KEY)}
+        view.intermediate_values = {**attempt.intermediate_values, **view.intermediate_values}
+        view.system_attrs = {**rungs, **view.system_attrs}
     return view

@@ -22,6 +22,7 @@ import logging
 import math
 from typing import Any
 
+from hpo.storage.attempts import attempt_chain
 from hpo.storage.outage import is_unreachable, no_waiting, root_cause
 from hpo.storage.stop_rungs import LENGTH_ATTR
 from trainer import TrainerCallback
@@ -216,15 +217,11 @@ class OptunaPruningCallback(TrainerCallback):
 
 def _chain_reports(study: Any, number: int) -> set[int]:
     """The steps reported by trial `number` and the attempts it continues (`requeued_from_trial`, back to the first)."""
-    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
-    steps: set[int] = set()
-    seen: set[int] = set()
-    while number in by_number and number not in seen:
-        seen.add(number)
-        trial = by_number[number]
-        steps |= set(trial.intermediate_values)
-        number = trial.user_attrs.get("requeued_from_trial", -1)
-    return steps
+    return {
+        step
+        for t in attempt_chain(study.get_trials(deepcopy=False), number)
+        for step in t.intermediate_values
+    }
 
 
 def _as_float(value: Any) -> float:
