@@ -121,8 +121,8 @@ def methods_for(problem: Problem) -> list[Method]:
         Method("tpe", "study"),
         Method("tpe+sh", "study", sh),
         Method("tpe+hyperband", "study", hyperband),
-        # Optuna's median pruner at its defaults: what hpo gives a study file that names no pruner and no scheduler
-        # (hpo.spec.study: `_choose_pruner`), and the pruner of Optuna's own tutorials
+        # Optuna's median pruner at its defaults: what hpo gave a study file that names no pruner and no scheduler
+        # until issue 36 (it now gets NO_PRUNER_NAMED, below), and the pruner of Optuna's own tutorials
         Method("tpe+median", "study", {"type": "median"}),
         # the multi-fidelity TPE serves stop-type studies too
         Method("mftpe+sh", "study", sh, multi_fidelity=True),

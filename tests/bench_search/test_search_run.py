@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from bench.search import suite
 from bench.search.problems import PROBLEMS, ROOT
 
 
@@ -85,3 +86,27 @@ def test_a_sensitivity_run_scales_every_overhead_into_its_own_folder_only(tmp_pa
         budgets[scale] = json.loads((out / "breast-cancer.json").read_text())["budget_s"]
     start_s = PROBLEMS["breast-cancer"].start_s
     assert budgets["3"] - budgets["1"] == pytest.approx(30 * 2 * start_s / 2)
+
+
+def test_a_measured_start_cost_raises_the_cheaper_problems_and_keeps_the_dearer_ones(tmp_path, monkeypatch):
+    # --start-s 0.2 (crosscheck.py's median): breast-cancer simulates 0.086 s a new trial and is raised to 0.2, so its
+    # budget (30 full trials on 2 workers, each with its start) grows by 30 * (0.2 - 0.086) / 2; the text problems
+    # measured 0.255 s of their own and keep it; into runs/suite it is refused like any change of costs
+    refused = _script(
+        "suite.py", "--problems", "breast-cancer", "--seeds", "1", "--only", "random", "--start-s", "0.2"
+    )
+    assert refused.returncode == 2 and "--start-s: give the runs their own --out" in refused.stderr
+    budgets = {}
+    for label, extra in (("as recorded", ()), ("measured", ("--start-s", "0.2"))):
+        out = tmp_path / label.replace(" ", "-")
+        args = ("--problems", "breast-cancer", "--seeds", "1", "--only", "random", *extra)
+        done = _script("suite.py", *args, "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        budgets[label] = json.loads((out / "breast-cancer.json").read_text())["budget_s"]
+    recorded_start_s = PROBLEMS["breast-cancer"].start_s
+    assert budgets["measured"] - budgets["as recorded"] == pytest.approx(30 * (0.2 - recorded_start_s) / 2)
+
+    monkeypatch.setattr(suite, "PROBLEMS", dict(PROBLEMS))
+    suite.raise_start_costs(0.2)
+    assert suite.PROBLEMS["breast-cancer"].start_s == 0.2
+    assert suite.PROBLEMS["minilm-lora"].start_s == PROBLEMS["minilm-lora"].start_s == 0.255
