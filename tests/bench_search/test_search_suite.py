@@ -129,6 +129,29 @@ def test_each_peer_is_measured_against_the_best_of_the_others_and_the_default_ag
     assert lines[4] == f"| {report.DEFAULT} | 1.25 | p1 | 2 of 2 | 1.25 |"
 
 
+def finals(value: float, seeds: int = 2) -> list[RunFigures]:
+    return [RunFigures({}, {1.0: value}, 1.0, 10, 0, 10, 0.5) for _ in range(seeds)]
+
+
+def test_final_bests_average_over_problems_in_each_problems_own_units():
+    # an accuracy (best 0.9, median 0.8) and a loss (best 0.1, median 0.5), each in units of best - median: P ends
+    # 0.88 and 0.2 (0.2 and 0.25 of the way to the median, mean 0.225), Q 0.9 and 0.3 (0 and 0.5, mean 0.25), hpo's
+    # default 0.85 and 0.1 (0.5 and 0, mean 0.25)
+    table = {
+        "accuracy": {"P": finals(0.88), "Q": finals(0.9), report.DEFAULT: finals(0.85)},
+        "loss": {"P": finals(0.2), "Q": finals(0.3), report.DEFAULT: finals(0.1)},
+    }
+    scales = {"accuracy": (0.9, 0.8), "loss": (0.1, 0.5)}
+    lines = report.final_lines(table, ["P", "Q", report.DEFAULT], scales, ["P", "Q"])
+    assert "the best peer on average: P" in lines[1]
+    assert lines[5] == "| P | 0.225 | 0.250 (loss) | 2 of 2 |"
+    # a tie at 0.25 keeps the columns' order; the default is no worse than P on the loss only
+    assert lines[6:] == [
+        "| Q | 0.250 | 0.500 (loss) | 1 of 2 |",
+        f"| {report.DEFAULT} | 0.250 | 0.500 (accuracy) | 1 of 2 |",
+    ]
+
+
 def test_the_fresh_set_judges_the_pick_made_on_the_suite_not_the_best_candidate_there(tmp_path):
     # On the fresh problem, candidate B is the best method of all; the rule picked A on the suite, so A's figures are
     # the default's there (rank 3 of 5 behind the peers' 0.2 and 0.25; B is not a method of the table), whatever B
