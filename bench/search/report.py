@@ -361,7 +361,9 @@ def final_lines(
     judges: list[str],
 ) -> list[str]:
     """Each method's final best over all problems at once: the issue asks for a final best no worse than the best
-    peer's on average, and problems in loss and accuracy only average once each is put in its own units."""
+    peer's on average, and problems in loss and accuracy only average once each is put in its own units. A peer run
+    on only some problems has no such average and is left out."""
+    methods = [m for m in methods if all(m in runs for runs in table.values())]
     finals = {m: [final_regret(runs[m], scales[n]) for n, runs in table.items()] for m in methods}
     averages = {m: float(np.mean(v)) for m, v in finals.items()}
     best_peer = min(judges, key=averages.__getitem__)

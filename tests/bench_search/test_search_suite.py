@@ -142,7 +142,8 @@ def test_final_bests_average_over_problems_in_each_problems_own_units():
         "loss": {"P": finals(0.2), "Q": finals(0.3), report.DEFAULT: finals(0.1)},
     }
     scales = {"accuracy": (0.9, 0.8), "loss": (0.1, 0.5)}
-    lines = report.final_lines(table, ["P", "Q", report.DEFAULT], scales, ["P", "Q"])
+    table["loss"]["R"] = finals(0.1)  # a peer run on the loss only has no average: left out
+    lines = report.final_lines(table, ["P", "Q", "R", report.DEFAULT], scales, ["P", "Q"])
     assert "the best peer on average: P" in lines[1]
     assert lines[5] == "| P | 0.225 | 0.250 (loss) | 2 of 2 |"
     # a tie at 0.25 keeps the columns' order; the default is no worse than P on the loss only
