@@ -17,9 +17,11 @@ the candidate the rule picks on all the suite's problems: nothing there was chos
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -212,6 +214,7 @@ def report(folder: Path, fresh: Path | None = None) -> str:
         *envelope_lines(table, budgets, judges),
         *in_place_lines(table, methods, budgets, judges, maximize),
         *final_lines(table, methods, regret_scales(folder), judges),
+        *exhaustion_lines(table, methods, stored_field(folder, "configurations")),
     ]
     if fresh is not None:
         lines += ["", *fresh_lines(fresh, pick, len(problems))]
@@ -248,6 +251,7 @@ def fresh_lines(folder: Path, pick: str, suite_size: int) -> list[str]:
         *envelope_lines(table, budgets, judges),
         *in_place_lines(table, methods, budgets, judges, maximize),
         *final_lines(table, methods, regret_scales(folder), judges),
+        *exhaustion_lines(table, methods, stored_field(folder, "configurations")),
     ]
 
 
@@ -337,14 +341,42 @@ def in_place_lines(
     return lines
 
 
+def stored_field(folder: Path, key: str) -> dict[str, Any]:
+    """One field of each problem's stored runs (suite.py's `save`), by problem."""
+    return {
+        stored["problem"]: stored[key]
+        for stored in map(json.loads, map(Path.read_text, folder.glob("*.json")))
+    }
+
+
 def regret_scales(folder: Path) -> dict[str, tuple[float, float]]:
     """Each problem's (best, median) recorded final score: the ends of its normalised regret."""
-    scales = {}
-    for path in sorted(folder.glob("*.json")):
-        stored, _ = load_runs(path)
-        best, median = stored["regret_scale"]
-        scales[stored["problem"]] = (best, median)
-    return scales
+    return {name: (best, median) for name, (best, median) in stored_field(folder, "regret_scale").items()}
+
+
+def exhaustion_lines(
+    table: dict[str, dict[str, list[RunFigures]]], methods: list[str], configurations: dict[str, int]
+) -> list[str]:
+    """Where a method's runs start every recorded configuration. The simulator gives each configuration once per run
+    (recording.py's `nearest`), so such a run has surely started the best one, which a search of the real, continuous
+    space never has: a recording with fewer configurations than a method starts flatters that method."""
+    lines = [
+        "",
+        "Runs that start every recorded configuration (and so, surely, the best one), by method: the problems where "
+        "most of its runs do:",
+        "",
+        *header(["method", "problems", "which (share of runs)"]),
+    ]
+    for m in methods:
+        shares = {
+            n: float(np.mean([f.trials >= configurations[n] for f in runs[m]]))
+            for n, runs in table.items()
+            if m in runs
+        }
+        most = [n for n, share in shares.items() if share > 0.5]
+        which = ", ".join(f"{n} ({shares[n]:.2f})" for n in most) or "none"
+        lines.append(row([m.removeprefix("hpo: "), f"{len(most)} of {len(shares)}", which]))
+    return lines
 
 
 def final_regret(runs: list[RunFigures], scale: tuple[float, float]) -> float:

@@ -153,6 +153,21 @@ def test_final_bests_average_over_problems_in_each_problems_own_units():
     ]
 
 
+def started(trials: list[int]) -> list[RunFigures]:
+    return [RunFigures({}, {1.0: 0.9}, 1.0, n, 0, 10, 0.5) for n in trials]
+
+
+def test_a_method_whose_runs_start_every_recorded_configuration_is_named_with_its_problems():
+    # 60 configurations recorded on "small", 300 on "big": P starts 60 or more in 2 runs of 3 on "small" (a run that
+    # has started all 60 has surely started the best), never on "big"; Q never exhausts either recording
+    table = {
+        "small": {"P": started([60, 75, 40]), "Q": started([30, 30, 30])},
+        "big": {"P": started([90, 90, 90]), "Q": started([30, 30, 30])},
+    }
+    lines = report.exhaustion_lines(table, ["P", "Q"], {"small": 60, "big": 300})
+    assert lines[-2:] == ["| P | 1 of 2 | small (0.67) |", "| Q | 0 of 2 | none |"]
+
+
 def test_the_fresh_set_judges_the_pick_made_on_the_suite_not_the_best_candidate_there(tmp_path):
     # On the fresh problem, candidate B is the best method of all; the rule picked A on the suite, so A's figures are
     # the default's there (rank 3 of 5 behind the peers' 0.2 and 0.25; B is not a method of the table), whatever B
@@ -169,6 +184,7 @@ def test_the_fresh_set_judges_the_pick_made_on_the_suite_not_the_best_candidate_
         "problem": "fresh-p",
         "budget_s": 100.0,
         "regret_scale": [1.0, 0.5],
+        "configurations": 60,  # as suite.py saves it
         "runs": {m: {"seeds": len(f), "figures": [asdict(r) for r in f]} for m, f in figures.items()},
     }
     (tmp_path / "fresh-p.json").write_text(json.dumps(stored))
