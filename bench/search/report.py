@@ -9,7 +9,8 @@ Tables: (1) normalised regret over time (mean over seeds) and the rank it gives 
 rank; (2) median time to the 95th percentile of the recorded final scores (seeds that reached it); (3) hpo's default
 against the best peer on each problem: the ratio of median times to q90, q95, q99, the final best against the best
 peer's, and the candidate chosen with that problem held out; (4) every method's final best over all problems at
-once, each problem's in units of its best minus its median recorded final. With `--fresh`, the same tables on the
+once, each problem's in units of its best minus its median recorded final; (5) where a method's runs start every
+recorded configuration, which flatters it (the simulator gives each once per run). With `--fresh`, the same tables on the
 fresh set (problems made after the candidates and the rule were fixed, `suite.py --fresh`), where hpo's default is
 the candidate the rule picks on all the suite's problems: nothing there was chosen on them.
 """
