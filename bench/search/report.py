@@ -352,7 +352,7 @@ def stored_field(folder: Path, key: str) -> dict[str, Any]:
 
 def regret_scales(folder: Path) -> dict[str, tuple[float, float]]:
     """Each problem's (best, median) recorded final score: the ends of its normalised regret."""
-    return {name: (best, median) for name, (best, median) in stored_field(folder, "regret_scale").items()}
+    return {name: tuple(scale) for name, scale in stored_field(folder, "regret_scale").items()}
 
 
 def exhaustion_lines(

@@ -213,18 +213,11 @@ def main() -> None:
     peers.add_arguments(parser)
     options = parser.parse_args()
     options.out = options.out or (FRESH_OUT if options.fresh else OUT)
-    changed_costs = [
-        flag
-        for flag, given in (
-            ("--overhead-scale", options.overhead_scale != 1.0),
-            ("--start-s", options.start_s),
-        )
-        if given
-    ]
+    changed_costs = (
+        "--overhead-scale" if options.overhead_scale != 1.0 else "--start-s" if options.start_s else None
+    )
     if changed_costs and options.out.resolve() in (OUT.resolve(), FRESH_OUT.resolve()):
-        parser.error(
-            f"{changed_costs[0]}: give the runs their own --out (runs/suite holds the suite's costs)"
-        )
+        parser.error(f"{changed_costs}: give the runs their own --out (runs/suite holds the suite's costs)")
     if options.overhead_scale != 1.0:
         scale_overheads(options.overhead_scale)
     if options.start_s:
