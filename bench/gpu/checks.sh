@@ -6,13 +6,14 @@
 #   .venv/bin/pip wheel --no-deps --no-build-isolation -c constraints.txt -w .whl deepspeed   # DeepSpeed: an sdist
 # and a dry run here (no GPU: each part says so, or checks its arguments):  GPU_CHECKS_DRY=1 bash bench/gpu/checks.sh
 # then on the GPU machine (device tool, carry [".whl"], timeout 600):  bash bench/gpu/checks.sh
-# Parts, in the order that answers most first, each with its own time limit; logs under $OUT (or ./gpu-verify):
+# Parts, in the order GPU_CHECKS names them (default: strategies packing oom tests-gpu), each with its own time limit;
+# logs under $OUT (or ./gpu-verify):
 #   packing      bench/gpu/packing.py at 1 and 4 trials per GPU and auto; big trials sized so that 3 fit, 4 do not
 #   oom          bench/gpu/oom.py: a trial that outgrows the GPU beside others is requeued and completes; a trial
 #                bigger than the GPU fails in one line
 #   strategies   bench/gpu/strategies.py: DDP, FSDP2, ZeRO-2, ZeRO-3 on one GPU over NCCL, bf16 and fp16, exact resume
 #   tests-gpu    the test files that touch CUDA or GPU memory, with the GPU present
-#   (not by default, GPU_CHECKS="... tests-broad" adds it:)
+#   (not by default, GPU_CHECKS="... tests-broad" adds it: it holds tests-gpu's files)
 #   tests-broad  tests/trainer and tests/hpo with the GPU present, in parallel (pytest-xdist)
 #   cuda-context, trainer-cuda: measured on 2026-11-25
 set -u
@@ -32,38 +33,47 @@ summary=$out/summary.txt
   $python -c "import torch, optuna, transformers, peft, deepspeed; print('torch', torch.__version__, 'cuda', torch.version.cuda, '| optuna', optuna.__version__, '| transformers', transformers.__version__, '| peft', peft.__version__, '| deepspeed', deepspeed.__version__)" 2>&1 | tail -1
   echo "cpus $(nproc); $(date -u +%FT%TZ)"
 } | tee "$summary"
-parts=${GPU_CHECKS:-packing oom strategies tests-gpu}  # a rerun may name fewer, or add tests-broad
+# The parts, in the order they run: the one whose last GPU run failed first (ZeRO); a rerun may name fewer or others
+parts=${GPU_CHECKS:-strategies packing oom tests-gpu}
 run() {  # $1: name, $2: seconds, rest: command
   local name=$1 limit=$2; shift 2
-  case " $parts " in *" $name "*) ;; *) return 0 ;; esac
   local start=$SECONDS
   timeout "$limit" "$@" > "$out/$name.log" 2>&1; local code=$?
   # -v names each test as it ends: a part cut by its limit still says which failed (pytest's summary comes last)
-  { echo "== $name: exit $code in $((SECONDS - start)) s"; grep -E '^== | passed| failed|FAILED' "$out/$name.log" | tail -12; } \
+  { echo "== $name: exit $code in $((SECONDS - start)) s"; grep -E '^== | FAILED |^FAILED|[0-9]+ (passed|failed|errors?)( |,|$)' "$out/$name.log" | tail -30; } \
     | tee -a "$summary"
 }
 total_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | awk '{print $1 / 1024}')
 big_gib=$(awk -v t="${total_gib:-80}" 'BEGIN {printf "%.0f", t / 3.3}')  # three fit beside each other, four do not
 check=${dry:+--check}
-# On an H200 (2026-11-28): 1,auto with 6 trials of 150 steps and 4 big ones took 132 s; 1,4,auto with 8 x 200 and 5 big
-# ones did not end in 200 s
-run packing 170 $python bench/gpu/packing.py --study both --modes 1,auto --trials 6 --steps 150 --big-trials 4 \
-  --big-gib "$big_gib" --keep $check
-find /tmp -maxdepth 3 -name hpo.log -path "*packing*" -exec sh -c 'echo "== $1"; grep -iE "error|fail|oom|memory" "$1" | head -8' _ {} \; > "$out/packing-hpo.txt" 2>&1
-run oom 130 $python bench/gpu/oom.py --steps 100 $check  # 200 steps: not done in 75 s (the grower's retry alone)
-run strategies 140 $python bench/gpu/strategies.py --setups ddp,fsdp,zero2,zero3 --precisions bf16,fp16 $check
 gpu_tests="tests/hpo/scheduling/test_gpu_gate.py tests/hpo/scheduling/test_gpu_sharing_study.py
   tests/hpo/scheduling/test_gpu_memory.py tests/hpo/scheduling/test_scheduler_slots.py tests/hpo/scheduling/test_packing.py
   tests/hpo/scheduling/test_scheduler_view.py tests/hpo/trial/test_oom.py tests/hpo/tracking/test_tracking_memory.py
   tests/trainer/test_memory.py tests/trainer/test_robustness.py tests/trainer/test_compat_methods.py
   tests/trainer/test_fork_warmup.py tests/hpo/cli/test_status_table.py tests/hpo/cli/test_study_commands.py"
-xdist="-n 8"; [ -n "$dry" ] && xdist="--collect-only"  # the image has pytest-xdist; the lock does not
-# 114 tests: 63 % done in 75 s one at a time on an H200
-run tests-gpu 90 $python -m pytest -v -p no:cacheprovider --timeout 60 $xdist $gpu_tests
-# The MiniLM package (an 80 MB wheel) does not fit what a device call carries: its tests are left out here.
-xdist="-n 12"; [ -n "$dry" ] && xdist="--collect-only"
-run tests-broad 100 $python -m pytest -v -p no:cacheprovider --timeout 60 $xdist tests/trainer tests/hpo \
-  --ignore tests/trainer/test_adapters.py --ignore tests/hpo/export/test_peft_export.py \
-  --ignore tests/hpo/cli/test_peft_cli.py
-run cuda-context 45 $python bench/gpu/cuda_context.py --repeats 5
-run trainer-cuda 60 $python bench/overhead/trainer_loop.py --device cuda --fp16 --case mlp --steps 500 --repeats 3
+xdist() { [ -n "$dry" ] && echo "--collect-only" || echo "-n $1"; }  # the image has pytest-xdist; the lock does not
+part() {  # one part by name, with its own limit
+  case $1 in
+    # On an H200 (2026-11-28): 1,auto with 6 trials of 150 steps and 4 big ones took 132 s
+    packing) run packing 170 $python bench/gpu/packing.py --study both --modes 1,auto --trials 6 --steps 150 \
+      --big-trials 4 --big-gib "$big_gib" --keep $check
+      find /tmp -maxdepth 3 -name hpo.log -path "*packing*" \
+        -exec sh -c 'echo "== $1"; grep -iE "error|fail|oom|memory" "$1" | head -8' _ {} \; > "$out/packing-hpo.txt" 2>&1 ;;
+    oom) run oom 130 $python bench/gpu/oom.py --steps 100 $check ;;  # 200 steps: not done in 75 s
+    strategies) run strategies 140 $python bench/gpu/strategies.py --setups ddp,fsdp,zero2,zero3 \
+      --precisions bf16,fp16 $check ;;
+    # 114 tests: 63 % done in 75 s one at a time on an H200
+    tests-gpu) run tests-gpu 90 $python -m pytest -v -p no:cacheprovider --timeout 60 $(xdist 8) $gpu_tests ;;
+    # The MiniLM package (an 80 MB wheel) does not fit what a device call carries: its tests are left out here.
+    # On an H200 (2026-11-28), 12 workers: about 820 of 921 in 100 s
+    tests-broad) run tests-broad 120 $python -m pytest -v -p no:cacheprovider --timeout 60 $(xdist 14) \
+      tests/trainer tests/hpo --ignore tests/trainer/test_adapters.py \
+      --ignore tests/hpo/export/test_peft_export.py --ignore tests/hpo/cli/test_peft_cli.py ;;
+    cuda-context) run cuda-context 45 $python bench/gpu/cuda_context.py --repeats 5 ;;
+    trainer-cuda) run trainer-cuda 60 $python bench/overhead/trainer_loop.py --device cuda --fp16 --case mlp \
+      --steps 500 --repeats 3 ;;
+    *) echo "== $1: unknown part (packing oom strategies tests-gpu tests-broad cuda-context trainer-cuda)" \
+      | tee -a "$summary" ;;
+  esac
+}
+for name in $parts; do part "$name"; done
