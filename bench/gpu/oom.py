@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 import optuna
@@ -95,7 +96,8 @@ def attempts(database: Path) -> dict[str, list[FrozenTrial]]:
     return by_profile
 
 
-def describe(trial: FrozenTrial) -> str:
+def describe(trial: FrozenTrial, t0: datetime) -> str:
+    """One attempt: its number, state, whether it ran alone, its seconds from the study's first start, its error."""
     error = str(trial.user_attrs.get("error") or trial.system_attrs.get("fail_reason") or "")
     lines = error.strip().splitlines()
     shown = (
@@ -104,15 +106,37 @@ def describe(trial: FrozenTrial) -> str:
         else ""
     )
     alone = " [alone]" if trial.user_attrs.get("oom_retry") else ""
-    return f"#{trial.number} {trial.state.name}{alone}{shown}"
+    start, end = (seconds_since(t0, moment) for moment in (trial.datetime_start, trial.datetime_complete))
+    return f"#{trial.number} {trial.state.name}{alone} {start:.1f}-{end:.1f} s{shown}"
+
+
+def seconds_since(t0: datetime, moment: datetime | None) -> float:
+    return (moment - t0).total_seconds() if moment is not None else float("nan")
+
+
+def overlapping_alone(trials: list[FrozenTrial]) -> list[str]:
+    """Pairs 'a+b' where an attempt that was to run alone (`oom_retry`) ran at the same time as another attempt (by
+    the storage's start and end times): what the GPU gate must never let happen."""
+    timed = [t for t in trials if t.datetime_start is not None and t.datetime_complete is not None]
+    return [
+        f"{alone.number}+{other.number}"
+        for alone in timed
+        if alone.user_attrs.get("oom_retry")
+        for other in timed
+        if other.number != alone.number
+        and other.datetime_start < alone.datetime_complete
+        and alone.datetime_start < other.datetime_complete
+    ]
 
 
 def report(by_profile: dict[str, list[FrozenTrial]], seconds: float, code: int) -> None:
     print(f"hpo run exit {code} in {seconds:.0f} s")
+    every = [trial for trials in by_profile.values() for trial in trials]
+    t0 = min((t.datetime_start for t in every if t.datetime_start is not None), default=datetime.now())
     for profile, trials in by_profile.items():
         print(f"{profile}:")
         for trial in trials:
-            print(f"  {describe(trial)}")
+            print(f"  {describe(trial, t0)}")
     grower = by_profile.get("grower", [])
     hog = by_profile.get("hog", [])
     steady = by_profile.get("steady", [])
@@ -127,6 +151,8 @@ def report(by_profile: dict[str, list[FrozenTrial]], seconds: float, code: int) 
         f"{last_error[:200]}"
     )
     print(f"== oom steady: {sum(t.state.name == 'COMPLETE' for t in steady)} of 2 complete")
+    overlaps = overlapping_alone(every)
+    print(f"== oom alone attempts beside another: {', '.join(overlaps) if overlaps else 'none'}")
 
 
 def main(argv: list[str] | None = None) -> int:

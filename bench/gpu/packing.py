@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -34,6 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from bench.common import hpo_command  # noqa: E402
+from hpo.scheduling.gpu_gate import PEAK_ATTR  # noqa: E402
 from hpo.scheduling.gpu_memory import read_gpu_memory  # noqa: E402  (NVML only: this process never starts CUDA)
 
 TASK = Path(__file__).with_name("packing_task.py")
@@ -51,6 +53,8 @@ class Outcome:
     wall_s: float = 0.0
     requeued: int = 0  # attempts that ran out of memory beside others and were queued again (not failures)
     refused: str = ""
+    most_at_once: int = 0  # the most trials (attempts included) that ran side by side
+    peak_gib: float = 0.0  # the largest PyTorch peak a trial recorded (trial attribute peak_gpu_memory)
 
     @property
     def per_hour(self) -> float:
@@ -135,13 +139,26 @@ def count_trials(outcome: Outcome, database: Path, name: str) -> Outcome:
         first = min(t.datetime_start for t in finished)
         last = max(t.datetime_complete for t in finished)
         outcome.span_s = (last - first).total_seconds()
+    outcome.most_at_once = most_at_once([(t.datetime_start, t.datetime_complete) for t in finished])
+    peaks = [float(t.user_attrs.get(PEAK_ATTR, 0)) for t in finished]
+    outcome.peak_gib = max(peaks, default=0.0) / 2**30
     return outcome
+
+
+def most_at_once(spans: list[tuple[datetime, datetime]]) -> int:
+    """The most intervals open at one moment (an end before a start at the same instant: they did not overlap)."""
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = most = 0
+    for _, change in events:
+        running += change
+        most = max(most, running)
+    return most
 
 
 def report(outcomes: list[Outcome]) -> None:
     print(
         f"\n{'study':<6} {'per GPU':>7} {'done':>5} {'failed':>6} {'requeued':>8} {'span s':>8} {'trials/h':>9} "
-        f"{'vs 1':>6}"
+        f"{'vs 1':>6} {'at once':>7} {'peak GiB':>8}"
     )
     for kind in dict.fromkeys(o.study for o in outcomes):
         rows = [o for o in outcomes if o.study == kind]
@@ -153,7 +170,7 @@ def report(outcomes: list[Outcome]) -> None:
             ratio = f"{o.per_hour / baseline:.2f}x" if baseline else "-"
             print(
                 f"{kind:<6} {o.mode:>7} {o.completed:>5} {o.failed:>6} {o.requeued:>8} {o.span_s:>8.1f} "
-                f"{o.per_hour:>9.0f} {ratio:>6}"
+                f"{o.per_hour:>9.0f} {ratio:>6} {o.most_at_once:>7} {o.peak_gib:>8.1f}"
             )
 
 

@@ -73,7 +73,11 @@ def test_a_beat_the_storage_cannot_take_is_skipped_once_said_and_the_next_one_re
 
 
 def test_an_error_that_ends_supervision_ends_the_warm_trial_process(tmp_path: Path) -> None:
-    spec = load_spec(write_study(tmp_path, training={"max_steps": 400, "save_strategy": "no"}))
+    # use_cpu: the trial must outlast the first heartbeat. With a GPU present (an H200, pytest-xdist, 2026-11-29) its
+    # result came first and nothing raised; likely cause: an earlier test had started CUDA in this process, and a
+    # trial forked from it fails at its first CUDA call
+    training = {"max_steps": 400, "save_strategy": "no", "use_cpu": True}
+    spec = load_spec(write_study(tmp_path, training=training))
     study = open_study(spec)
     trial = study.ask()
     job = TrialJob(
