@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     total_gib = options.total_gib or gpus[0].total / 2**30
     print(f"GPU 0: {gpus[0].name}, {total_gib:.1f} GiB; study in {folder}")
+    held = ", ".join(f"pid {pid} {size / 2**30:.2f} GiB" for pid, size in gpus[0].processes.items()) or "none"
+    # a process left by an earlier part would be counted as "held by other processes" in the trials' errors
+    print(f"before the study: {gpus[0].used / 2**30:.2f} GiB in use; processes: {held}")
     path = write_study(folder, total_gib, options.steps)
     started = time.perf_counter()
     done = subprocess.run(
