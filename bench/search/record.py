@@ -24,6 +24,7 @@ import platform
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -194,10 +195,18 @@ def main() -> None:
     )
     parser.add_argument("--problem", default="digits", choices=sorted(PROBLEMS))
     parser.add_argument("--limit", type=int, help="record only the first N configurations")
+    parser.add_argument(
+        "--configurations",
+        type=int,
+        help="draw N configurations instead of the problem's own count (the first ones are the same draws): a denser "
+        "recording, e.g. --configurations 300 --out bench/search/data/dense/<problem>.json.gz",
+    )
     parser.add_argument("--out", type=Path, help="default: bench/search/data/<problem>.json.gz")
     parser.add_argument("--resume", action="store_true", help="continue the recording in --out")
     options = parser.parse_args()
     problem = PROBLEMS[options.problem]
+    if options.configurations:
+        problem = replace(problem, configurations=options.configurations)
     out = options.out or problem.data_file
     payload = record(problem, out, options.limit, options.resume)
     print(

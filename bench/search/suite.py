@@ -172,6 +172,13 @@ def raise_start_costs(start_s: float) -> None:
         PROBLEMS[name] = dataclasses.replace(problem, start_s=max(problem.start_s, start_s))
 
 
+def use_recordings_in(folder: Path) -> None:
+    """Every problem's recording read from `folder` (same file names), for the peers' runs too (they read the
+    problem's data_file): a denser recording of the same draws (record.py --configurations) replays there."""
+    for name, problem in PROBLEMS.items():
+        PROBLEMS[name] = dataclasses.replace(problem, data_dir=folder.resolve())
+
+
 def chosen_methods(parser: argparse.ArgumentParser, only: str | None, names: list[str]) -> set[str] | None:
     """`--only`'s method names, each known on some problem: a name the suite does not know (a typo, or a name with a
     comma split in two) is refused, not run as nothing."""
@@ -210,18 +217,35 @@ def main() -> None:
         type=float,
         help="every problem's per-trial start cost at least this (seconds; crosscheck.py's median: 0.20)",
     )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="read the recordings from this folder instead of bench/search/data (e.g. bench/search/data/dense; "
+        "give the runs their own --out); the problems are those recorded there",
+    )
     peers.add_arguments(parser)
     options = parser.parse_args()
     options.out = options.out or (FRESH_OUT if options.fresh else OUT)
-    changed_costs = (
-        "--overhead-scale" if options.overhead_scale != 1.0 else "--start-s" if options.start_s else None
-    )
-    if changed_costs and options.out.resolve() in (OUT.resolve(), FRESH_OUT.resolve()):
-        parser.error(f"{changed_costs}: give the runs their own --out (runs/suite holds the suite's costs)")
+    # runs made on other costs or other recordings must not mix with the suite's own
+    changed = [
+        flag
+        for flag, given in (
+            ("--overhead-scale", options.overhead_scale != 1.0),
+            ("--start-s", bool(options.start_s)),
+            ("--data-dir", options.data_dir is not None),
+        )
+        if given
+    ]
+    if changed and options.out.resolve() in (OUT.resolve(), FRESH_OUT.resolve()):
+        parser.error(f"{changed[0]}: give the runs their own --out (runs/suite holds the suite's own runs)")
     if options.overhead_scale != 1.0:
         scale_overheads(options.overhead_scale)
     if options.start_s:
         raise_start_costs(options.start_s)
+    if options.data_dir:
+        if not options.data_dir.is_dir():
+            parser.error(f"--data-dir: {options.data_dir} is not a folder of recordings")
+        use_recordings_in(options.data_dir)
     if options.merge_from:
         merge(options.merge_from, options.out)
         return

@@ -3,6 +3,7 @@ writes every seed's figures where --json says, one file per problem."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -110,3 +111,28 @@ def test_a_measured_start_cost_raises_the_cheaper_problems_and_keeps_the_dearer_
     suite.raise_start_costs(0.2)
     assert suite.PROBLEMS["breast-cancer"].start_s == 0.2
     assert suite.PROBLEMS["minilm-lora"].start_s == PROBLEMS["minilm-lora"].start_s == 0.255
+
+
+def test_recordings_from_another_folder_replay_there_into_their_own_runs(tmp_path):
+    # --data-dir: a denser recording of the same draws (record.py --configurations) lives in its own folder; here one
+    # made by keeping breast-cancer's first 20 configurations. The suite runs the problems recorded there and
+    # writes how many configurations it replayed; into runs/suite, or from a folder that is not there, it is refused
+    stored = json.loads(gzip.open(PROBLEMS["breast-cancer"].data_file, "rt").read())
+    folder = tmp_path / "fewer"
+    folder.mkdir()
+    with gzip.open(folder / "breast-cancer.json.gz", "wt") as out:
+        json.dump({**stored, "configurations": stored["configurations"][:20]}, out)
+    args = ("--seeds", "1", "--only", "random", "--data-dir", str(folder))
+    refused = _script("suite.py", *args)
+    assert refused.returncode == 2 and "--data-dir: give the runs their own --out" in refused.stderr
+    missing = _script(
+        "suite.py", "--seeds", "1", "--data-dir", str(tmp_path / "none"), "--out", str(tmp_path)
+    )
+    assert missing.returncode == 2 and f"--data-dir: {tmp_path / 'none'} is not a folder" in missing.stderr
+
+    done = _script("suite.py", *args, "--out", str(tmp_path / "runs"))
+
+    assert done.returncode == 0, done.stderr
+    assert [path.name for path in (tmp_path / "runs").iterdir()] == ["breast-cancer.json"]
+    replayed = json.loads((tmp_path / "runs" / "breast-cancer.json").read_text())
+    assert replayed["configurations"] == 20 and len(replayed["runs"]["random"]["figures"]) == 1

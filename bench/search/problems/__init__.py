@@ -50,6 +50,9 @@ class Problem:
     # tables and of every choice, so that the rule's pick is judged on problems nothing was chosen on
     # (`suite.py --fresh`, `report.py --fresh`).
     fresh: bool = False
+    # Where its recording lives: data/<name>.json.gz, or another folder of recordings of the same problems
+    # (`suite.py --data-dir`, e.g. data/dense/: the same draws, more of them).
+    data_dir: Path = DATA
 
     @classmethod
     def from_study(cls, name: str, configurations: int, draw_seed: int, **given: Any) -> Problem:
@@ -81,7 +84,7 @@ class Problem:
 
     @property
     def data_file(self) -> Path:
-        return DATA / f"{self.name}.json.gz"
+        return self.data_dir / f"{self.name}.json.gz"
 
 
 def _registry() -> dict[str, Problem]:
