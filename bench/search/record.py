@@ -3,6 +3,7 @@ evaluation and the wall seconds each segment between two evaluations cost.
 
     OMP_NUM_THREADS=1 python bench/search/record.py --problem digits            # 300 configurations, ~15 min, 1 core
     python bench/search/record.py --problem digits --limit 5 --out /tmp/d.json.gz   # a smoke run
+    python bench/search/record.py --problem friedman --configurations 300 --out bench/search/data/dense/friedman.json.gz
 
 The configurations are the study file's `enqueue:` points, then points drawn from its search space by a RandomSampler
 with the problem's seed (hpo's own `sample_params`, so conditional parameters appear as in `hpo run`). Each is trained
