@@ -211,9 +211,15 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
 
     trials = stored_trials(postgres_url, name)
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
-    stopped = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("interrupted")]
-    assert len(finished) == n_trials, [(t.number, t.state.name, t.user_attrs.get("error")) for t in trials]
-    assert len(trials) == n_trials + len(stopped) and len(stopped) == 1  # n_trials exact
+    # The trial the cancelled task was training is failed and queued again, one way or the other: its worker records
+    # the interrupt after the trial saved, or, when SLURM's KillWait (30 s) ran out first and SIGKILLed the task, the
+    # other task's heartbeat check fails it as crashed (CI, 2026-11-29: 7 trials, none marked interrupted).
+    stopped = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("requeued")]
+    states = [(t.number, t.state.name, t.user_attrs.get("error")) for t in trials]
+    assert len(finished) == n_trials, states
+    assert len(trials) == n_trials + len(stopped) and len(stopped) == 1, states  # n_trials exact
+    assert stopped[0].user_attrs.get("interrupted") or stopped[0].user_attrs.get("crashed"), states
+    print(f"the cancelled task's trial {stopped[0].number}: {stopped[0].user_attrs.get('error')}")
     [retry] = [t for t in finished if t.user_attrs.get("requeued_from_trial") == stopped[0].number]
     if stopped[0].user_attrs.get("interrupted_step", -1) >= 0:
         assert retry.user_attrs.get("resume_from"), (
