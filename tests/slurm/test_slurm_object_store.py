@@ -211,9 +211,10 @@ def test_asha_across_two_tasks_that_share_no_folder_with_one_cancelled_mid_trial
 
     trials = stored_trials(postgres_url, name)
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
-    # The trial the cancelled task was training is failed and queued again, one way or the other: its worker records
-    # the interrupt after the trial saved, or, when SLURM's KillWait (30 s) ran out first and SIGKILLed the task, the
-    # other task's heartbeat check fails it as crashed (CI, 2026-11-29: 7 trials, none marked interrupted).
+    # The trial the cancelled task was training is failed and queued again, one way or another: its worker records
+    # the interrupt once the trial saved; or the trial's process died of SLURM's SIGTERM before it could save (a
+    # process just forked, its handler not yet set), and its worker records a crash; or SLURM's KillWait (30 s) ran
+    # out first, and the other task's heartbeat check fails it as crashed. CI, 2026-11-29: 7 trials, none interrupted.
     stopped = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("requeued")]
     states = [(t.number, t.state.name, t.user_attrs.get("error")) for t in trials]
     assert len(finished) == n_trials, states
