@@ -161,7 +161,34 @@ def candidates_for(problem: Problem) -> list[Method]:
             {"min_resource": ninth, "reduction_factor": 2},
             sampler="random",
         ),
+        # Round 4 (issue 36's "adapt the rung from what the study sees"): the round-3 pick's cut (eta 2), its first rung
+        # at a ninth until a few trials have completed, then at the earliest fraction whose values rank theirs.
+        adaptive("hpo: adaptive first rung (4 pairs at 0.7)", {}),
+        adaptive("hpo: adaptive first rung (6 pairs at 0.7)", {"min_pairs": 6}),
+        adaptive("hpo: adaptive first rung (4 pairs at 0.5)", {"min_correlation": 0.5}),
+        adaptive("hpo: adaptive first rung (4 pairs at 0.7; eta 3)", {"reduction_factor": 3}),
+        # BOHB's hedge against a misled model: a third of the trials at random, under the round-3 pick's rungs and
+        # under the adaptive ones.
+        Method(
+            "hpo: stop-type rungs from 1/9 (eta 2) a third random",
+            "study",
+            {"type": "successive_halving", "min_resource": ninth, "reduction_factor": 2},
+            multi_fidelity=True,
+            random_share=1 / 3,
+        ),
+        Method(
+            "hpo: adaptive first rung (4 pairs at 0.7) a third random",
+            "study",
+            adaptive={"reduction_factor": 2},
+            multi_fidelity=True,
+            random_share=1 / 3,
+        ),
     ]
+
+
+def adaptive(name: str, options: dict[str, object]) -> Method:
+    """hpo.storage.adaptive_rungs at eta 2 (the shipped cut) unless `options` say, with the multi-fidelity TPE."""
+    return Method(name, "study", adaptive={"reduction_factor": 2, **options}, multi_fidelity=True)
 
 
 def stop(problem: Problem, name: str, pruner: dict[str, object], sampler: str = "study") -> Method:

@@ -16,10 +16,12 @@ import optuna
 import yaml
 
 from bench.search.problems import Problem
+from bench.search.random_share import RandomShareSampler
 from hpo.scheduling.rank_gate import RankGate
 from hpo.spec import StudySpec, parse_study_spec
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.scheduler import STARTUP_TRIALS
+from hpo.storage.adaptive_rungs import AdaptiveRungsPruner
 from hpo.storage.study_db import build_pruner, build_sampler, seed_offset
 
 
@@ -44,11 +46,21 @@ class Method:
     scheduler: dict[str, Any] | None = None
     # The study file with neither a pruner nor a scheduler: what hpo chooses for it (hpo.spec.study), built by hpo.
     hpo_chooses: bool = False
+    # Stop-type rungs whose first rung moves to where the completed trials' values rank (hpo.storage.adaptive_rungs):
+    # the pruner's keyword arguments.
+    adaptive: dict[str, Any] | None = None
+    # BOHB's hedge: this share of the trials drawn at random, the rest by the study's sampler (random_share.py).
+    random_share: float = 0.0
 
     @property
     def stops(self) -> bool:
         """Whether each evaluation is reported to a pruner that may stop the trial (hpo.trial.pruning)."""
-        return self.pruner is not None or self.scheduler is not None or self.hpo_chooses
+        return (
+            self.pruner is not None
+            or self.scheduler is not None
+            or self.hpo_chooses
+            or self.adaptive is not None
+        )
 
     def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
         """Worker `worker`'s sampler in a run seeded `seed`: hpo seeds each worker apart (`seed_offset`)."""
@@ -58,9 +70,12 @@ class Method:
             else spec.study.sampler.model_copy(update={"seed": seed, "multi_fidelity": self.multi_fidelity})
         )
         seeded = spec.model_copy(update={"study": spec.study.model_copy(update={"sampler": section})})
-        return build_sampler(seeded, seed_offset=seed_offset(worker, 0))
+        sampler = build_sampler(seeded, seed_offset=seed_offset(worker, 0))
+        return RandomShareSampler(sampler, self.random_share, seed) if self.random_share else sampler
 
     def pruner_object(self, spec: StudySpec) -> optuna.pruners.BasePruner:
+        if self.adaptive is not None:
+            return AdaptiveRungsPruner(**self.adaptive)
         if self.hpo_chooses:
             return build_pruner(with_scheduler(spec, None))
         if self.scheduler is not None:
