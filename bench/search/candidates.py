@@ -183,7 +183,19 @@ def candidates_for(problem: Problem) -> list[Method]:
             multi_fidelity=True,
             random_share=1 / 3,
         ),
+        # Round 5: Ray Tune's recipe (random search, a rung at the first evaluation, eta 3) once the first evaluation
+        # is seen to rank the values at a ninth, else the round-3 pick (early_ranks.py); and the same keeping the model.
+        early("hpo: Ray's recipe when early ranks hold (10 at 0.8)", {}),
+        early("hpo: Ray's recipe when early ranks hold (10 at 0.75)", {"min_correlation": 0.75}),
+        early("hpo: Ray's recipe when early ranks hold (16 at 0.8)", {"pairs": 16}),
+        early("hpo: Ray's rungs when early ranks hold (10 at 0.8) model kept", {"random": False}),
     ]
+
+
+def early(name: str, rule: dict[str, object]) -> Method:
+    return Method(
+        name, "study", early_ranks={"pairs": 10, "min_correlation": 0.8, **rule}, multi_fidelity=True
+    )
 
 
 def adaptive(name: str, options: dict[str, object]) -> Method:

@@ -15,6 +15,7 @@ from typing import Any
 import optuna
 import yaml
 
+from bench.search.early_ranks import EarlyRanksPruner, EarlyRanksSampler
 from bench.search.problems import Problem
 from bench.search.random_share import RandomShareSampler
 from hpo.scheduling.rank_gate import RankGate
@@ -51,6 +52,8 @@ class Method:
     adaptive: dict[str, Any] | None = None
     # BOHB's hedge: this share of the trials drawn at random, the rest by the study's sampler (random_share.py).
     random_share: float = 0.0
+    # Ray Tune's recipe once the early values rank (early_ranks.py): {"pairs", "min_correlation", "random"}.
+    early_ranks: dict[str, Any] | None = None
 
     @property
     def stops(self) -> bool:
@@ -60,6 +63,7 @@ class Method:
             or self.scheduler is not None
             or self.hpo_chooses
             or self.adaptive is not None
+            or self.early_ranks is not None
         )
 
     def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
@@ -71,11 +75,16 @@ class Method:
         )
         seeded = spec.model_copy(update={"study": spec.study.model_copy(update={"sampler": section})})
         sampler = build_sampler(seeded, seed_offset=seed_offset(worker, 0))
+        if self.early_ranks is not None and self.early_ranks.get("random", True):
+            rule = {k: v for k, v in self.early_ranks.items() if k != "random"}
+            return EarlyRanksSampler(sampler, seed + seed_offset(worker, 0), **rule)
         return RandomShareSampler(sampler, self.random_share, seed) if self.random_share else sampler
 
     def pruner_object(self, spec: StudySpec) -> optuna.pruners.BasePruner:
         if self.adaptive is not None:
             return AdaptiveRungsPruner(**self.adaptive)
+        if self.early_ranks is not None:
+            return EarlyRanksPruner(**{k: v for k, v in self.early_ranks.items() if k != "random"})
         if self.hpo_chooses:
             return build_pruner(with_scheduler(spec, None))
         if self.scheduler is not None:

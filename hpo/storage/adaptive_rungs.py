@@ -56,17 +56,22 @@ class AdaptiveRungsPruner(BasePruner):
         if length is None or not steps:
             return False
         trials = study.get_trials(deepcopy=False)
-        first = first_report_at(trial, length, self.first_fraction(study, trials))
+        first_fraction, reduction_factor = self.schedule(study, trials)
+        first = first_report_at(trial, length, first_fraction)
         if first is None:
             return False
-        rung = self.rung_crossed(steps, first)
+        rung = rung_crossed(steps, first, reduction_factor)
         if rung is None:
             return False
         fraction = rung / length
         values = [at_fraction(t, fraction) for t in trials if t.number != trial.number]
         others = [v for v in values if v is not None]
         mine = trial.intermediate_values[steps[-1]]
-        return not among_best(mine, others, self.reduction_factor, study.direction)
+        return not among_best(mine, others, reduction_factor, study.direction)
+
+    def schedule(self, study: optuna.Study, trials: list[FrozenTrial]) -> tuple[float, int]:
+        """(the first rung's fraction of the length, the reduction factor) as the study's trials stand."""
+        return self.first_fraction(study, trials), self.reduction_factor
 
     def first_fraction(self, study: optuna.Study, trials: list[FrozenTrial]) -> float:
         completed = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
@@ -89,16 +94,17 @@ class AdaptiveRungsPruner(BasePruner):
                 return fraction
         return self.fractions[-1]
 
-    def rung_crossed(self, steps: list[int], first: int) -> int | None:
-        """The rung level the latest report is the first at or past, if any (the highest, if it passed several)."""
-        latest, before = steps[-1], (steps[-2] if len(steps) > 1 else 0)
-        crossed = None
-        level = first
-        while level <= latest:
-            if level > before:
-                crossed = level
-            level *= self.reduction_factor
-        return crossed
+
+def rung_crossed(steps: list[int], first: int, reduction_factor: int) -> int | None:
+    """The rung level the latest report is the first at or past, if any (the highest, if it passed several)."""
+    latest, before = steps[-1], (steps[-2] if len(steps) > 1 else 0)
+    crossed = None
+    level = first
+    while level <= latest:
+        if level > before:
+            crossed = level
+        level *= reduction_factor
+    return crossed
 
 
 def trial_length(trial: FrozenTrial) -> int | None:
