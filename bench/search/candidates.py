@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from bench.search.methods import Method
-from bench.search.problems import Problem
+from bench.search.problems import PROBLEMS, Problem
 from hpo.scheduling.asha import rung_levels
 from hpo.scheduling.rank_gate import RankGate
 
@@ -161,6 +161,16 @@ def candidates_for(problem: Problem) -> list[Method]:
             {"min_resource": ninth, "reduction_factor": 2},
             sampler="random",
         ),
+    ]
+
+
+def explored_for(problem: Problem) -> list[Method]:
+    """Rounds 4-5, run after the reference table (docs/benchmarks.md): schedules that adapt to what the study sees,
+    each the round-3 pick until it sees enough. They are judged against what ships, and are not in the held-out
+    rule's pool (`report.py --with-explored` puts them there): most are the shipped schedule on most seeds, and a rule
+    that takes the smallest of many near-equal noisy figures picks by luck (docs/benchmarks.md, "Rounds 4-5")."""
+    ninth = at_evaluation(problem, math.ceil(problem.steps / problem.eta**2))
+    return [
         # Round 4 (issue 36's "adapt the rung from what the study sees"): the round-3 pick's cut (eta 2), its first rung
         # at a ninth until a few trials have completed, then at the earliest fraction whose values rank theirs.
         adaptive("hpo: adaptive first rung (4 pairs at 0.7)", {}),
@@ -199,7 +209,7 @@ def early(name: str, rule: dict[str, object]) -> Method:
 
 
 def adaptive(name: str, options: dict[str, object]) -> Method:
-    """hpo.storage.adaptive_rungs at eta 2 (the shipped cut) unless `options` say, with the multi-fidelity TPE."""
+    """bench.search.adaptive_rungs at eta 2 (the shipped cut) unless `options` say, with the multi-fidelity TPE."""
     return Method(name, "study", adaptive={"reduction_factor": 2, **options}, multi_fidelity=True)
 
 
@@ -214,3 +224,6 @@ CURRENT = "hpo: 1 rung at 1st eval (2 finished)"  # the default before issue 36
 PROMOTION_RUNG = (
     "hpo: 1 rung at 1/9 (2 finished)"  # shipped until the switch: `mode: promotion`'s default rung
 )
+
+# Their names (the same on every problem): what report.py leaves out of the rule's pool unless asked.
+EXPLORED = frozenset(m.name for m in explored_for(PROBLEMS["digits"]))

@@ -22,8 +22,8 @@ from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.trial import FrozenTrial, TrialState
 
+from bench.search.adaptive_rungs import AdaptiveRungsPruner, at_fraction, first_report_at, trial_length
 from hpo.scheduling.rank_gate import spearman
-from hpo.storage.adaptive_rungs import AdaptiveRungsPruner, at_fraction, first_report_at, trial_length
 
 NINTH = 1 / 9
 # storage -> {study id: whether the early values ranked}: decided once per study, shared by its workers' objects

@@ -15,6 +15,7 @@ from typing import Any
 import optuna
 import yaml
 
+from bench.search.adaptive_rungs import AdaptiveRungsPruner
 from bench.search.early_ranks import EarlyRanksPruner, EarlyRanksSampler
 from bench.search.problems import Problem
 from bench.search.random_share import RandomShareSampler
@@ -22,7 +23,6 @@ from hpo.scheduling.rank_gate import RankGate
 from hpo.spec import StudySpec, parse_study_spec
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
 from hpo.spec.scheduler import STARTUP_TRIALS
-from hpo.storage.adaptive_rungs import AdaptiveRungsPruner
 from hpo.storage.study_db import build_pruner, build_sampler, seed_offset
 
 
@@ -47,7 +47,7 @@ class Method:
     scheduler: dict[str, Any] | None = None
     # The study file with neither a pruner nor a scheduler: what hpo chooses for it (hpo.spec.study), built by hpo.
     hpo_chooses: bool = False
-    # Stop-type rungs whose first rung moves to where the completed trials' values rank (hpo.storage.adaptive_rungs):
+    # Stop-type rungs whose first rung moves to where the completed trials' values rank (adaptive_rungs.py):
     # the pruner's keyword arguments.
     adaptive: dict[str, Any] | None = None
     # BOHB's hedge: this share of the trials drawn at random, the rest by the study's sampler (random_share.py).

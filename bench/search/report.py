@@ -4,6 +4,7 @@ rank, and hpo's default chosen on held-out problems (bench/search/heldout.py).
     python bench/search/report.py                  # markdown on stdout
     python bench/search/report.py --out docs/x.md  # and into a file
     python bench/search/report.py --fresh runs/fresh   # and the rule's pick judged on the fresh set
+    python bench/search/report.py --with-explored      # rounds 4-5's candidates in the rule's pool too
 
 Tables: (1) normalised regret over time (mean over seeds) and the rank it gives on each problem, with the average
 rank; (2) median time to the 95th percentile of the recorded final scores (seeds that reached it); (3) hpo's default
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.search import heldout  # noqa: E402
-from bench.search.candidates import CURRENT  # noqa: E402
+from bench.search.candidates import CURRENT, EXPLORED  # noqa: E402
 from bench.search.figures import QUANTILES, RunFigures, Spread  # noqa: E402
 from bench.search.methods import NO_PRUNER_NAMED, SHIPPED  # noqa: E402
 from bench.search.suite import OUT, load_runs  # noqa: E402
@@ -56,13 +57,17 @@ def gather(folder: Path) -> tuple[dict[str, dict[str, list[RunFigures]]], dict[s
     return problems, budgets, maximize
 
 
-def split(problems: dict[str, dict[str, list[RunFigures]]]) -> tuple[list[str], list[str], list[str]]:
-    """(peers every problem has, hpo's candidates, peers only some problems have), in the order first seen."""
+def split(
+    problems: dict[str, dict[str, list[RunFigures]]], with_explored: bool = False
+) -> tuple[list[str], list[str], list[str]]:
+    """(peers every problem has, hpo's candidates, peers only some problems have), in the order first seen. Rounds
+    4-5 (candidates.EXPLORED) join the candidates only `with_explored`."""
     common = set.intersection(*(set(runs) for runs in problems.values()))
     ordered = list(dict.fromkeys(m for runs in problems.values() for m in runs))
     peers = [m for m in ordered if m in common and not m.startswith("hpo")]
     # What hpo ships is shown on its own, not chosen among the candidates.
-    candidates = [m for m in ordered if m in common and m.startswith("hpo") and m not in OURS]
+    pool = [m for m in ordered if m in common and m.startswith("hpo") and m not in OURS]
+    candidates = [m for m in pool if with_explored or m not in EXPLORED]
     partial = [m for m in ordered if m not in common and not m.startswith("hpo")]
     return peers, candidates, partial
 
@@ -173,16 +178,16 @@ def judges_of(problems: dict[str, dict[str, list[RunFigures]]], peers: list[str]
     return [p for p in peers if min(len(problems[n][p]) for n in problems) >= RATIO_MIN_SEEDS]
 
 
-def rule_pick(folder: Path) -> str:
+def rule_pick(folder: Path, with_explored: bool = False) -> str:
     """The candidate the held-out rule picks on every problem in `folder` (what it would ship)."""
     problems, budgets, _ = gather(folder)
-    peers, candidates, _ = split(problems)
+    peers, candidates, _ = split(problems, with_explored)
     return heldout.choose(problems, budgets, candidates, judges_of(problems, peers))
 
 
-def report(folder: Path, fresh: Path | None = None) -> str:
+def report(folder: Path, fresh: Path | None = None, with_explored: bool = False) -> str:
     problems, budgets, maximize = gather(folder)
-    peers, candidates, partial = split(problems)
+    peers, candidates, partial = split(problems, with_explored)
     judges = judges_of(problems, peers)
     pick = heldout.choose(problems, budgets, candidates, judges)
     chosen = heldout.leave_one_out(problems, budgets, candidates, judges)
@@ -209,6 +214,7 @@ def report(folder: Path, fresh: Path | None = None) -> str:
         "Candidates on all problems (worst ratio to the best peer; average regret rank among the candidates):",
         "",
         *candidate_lines(problems, budgets, candidates, judges),
+        *([] if with_explored else explored_lines(problems, budgets, judges)),
         "",
         "Each peer and hpo's default against the best of the *other* peers (what a 1.2x bar asks of any method):",
         "",
@@ -269,6 +275,30 @@ def candidate_lines(
         value = heldout.ratio(problems[worst], c, peers, budgets[worst])
         average = float(np.mean([ranks[n][c] for n in problems]))
         lines.append(row([c.removeprefix("hpo: "), f"{value:.2f}", worst, f"{average:.2f}"]))
+    return lines
+
+
+def explored_lines(
+    problems: dict[str, dict[str, list[RunFigures]]], budgets: dict[str, float], judges: list[str]
+) -> list[str]:
+    """Rounds 4-5 (run on every problem, outside the rule's pool) beside what ships: each one's ratio to the best
+    peer (heldout.ratio), worst and geometric mean, and on how many problems it is over 1.2x."""
+    explored = [m for m in EXPLORED if all(m in runs for runs in problems.values())]
+    if not explored:
+        return []
+    lines = [
+        "",
+        "Rounds 4-5, outside the rule's pool (`--with-explored` puts them in), beside what ships:",
+        "",
+        *header(["method", "worst ratio", "on", "problems over 1.2x", "geometric mean ratio"]),
+    ]
+    for method in [SHIPPED, *sorted(explored)]:
+        ratios = {n: heldout.ratio(runs, method, judges, budgets[n]) for n, runs in problems.items()}
+        worst = max(ratios, key=ratios.__getitem__)
+        over = sum(r > 1.2 for r in ratios.values())
+        mean = float(np.exp(np.mean(np.log(list(ratios.values())))))
+        label = SHIPPED_LABEL if method == SHIPPED else method.removeprefix("hpo: ")
+        lines.append(row([label, f"{ratios[worst]:.2f}", worst, f"{over} of {len(ratios)}", f"{mean:.2f}"]))
     return lines
 
 
@@ -435,8 +465,13 @@ def main() -> None:
     parser.add_argument(
         "--fresh", type=Path, help="the fresh set's runs (suite.py --fresh writes runs/fresh)"
     )
+    parser.add_argument(
+        "--with-explored",
+        action="store_true",
+        help="put rounds 4-5 (candidates.EXPLORED) in the held-out rule's pool",
+    )
     options = parser.parse_args()
-    text = report(options.runs, options.fresh)
+    text = report(options.runs, options.fresh, options.with_explored)
     print(text)
     if options.out:
         options.out.write_text(text + "\n")

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.search import peers  # noqa: E402
-from bench.search.candidates import candidates_for  # noqa: E402
+from bench.search.candidates import candidates_for, explored_for  # noqa: E402
 from bench.search.figures import QUANTILES, RunFigures, run_figures  # noqa: E402
 from bench.search.methods import NO_PRUNER_NAMED, SHIPPED, Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS  # noqa: E402
@@ -62,7 +62,8 @@ def methods_of(name: str) -> dict[str, Method]:
     known = {m.name: m for m in methods_for(problem)}
     named = {label: known[key] for key, label in OPTUNA_PEERS.items()}
     ours = {label: known[label] for label in (SHIPPED, NO_PRUNER_NAMED)}
-    return named | {m.name: m for m in candidates_for(problem)} | ours
+    pool = [*candidates_for(problem), *explored_for(problem)]
+    return named | {m.name: m for m in pool} | ours
 
 
 def one_run(task: tuple[str, str, int]) -> tuple[str, str, int, dict[str, Any]]:

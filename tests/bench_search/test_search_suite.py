@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench.search import heldout, report, sensitivity
-from bench.search.candidates import CURRENT, PROMOTION_RUNG, at_evaluation, candidates_for
+from bench.search.candidates import CURRENT, EXPLORED, PROMOTION_RUNG, at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
 from bench.search.methods import NO_PRUNER_NAMED, SHIPPED
 from bench.search.problems import PROBLEMS
@@ -221,3 +221,26 @@ def test_the_sensitivity_line_ranks_a_method_beside_the_peers_and_names_its_wors
     cells = [c.strip() for c in text.strip("|").split("|")]
     assert cells[2] == "1.50 (1 of 9)"  # ranks 2 and 1
     assert cells[4] == "2.00 (p1)" and cells[5] == "2 of 2"  # p2: 15 s against 10 s, 1.5x
+
+
+def test_rounds_4_5_stay_out_of_the_rules_pool_unless_asked_and_are_shown_beside_what_ships():
+    explored = sorted(EXPLORED)[0]
+    # the explored candidate is level with the peer; the pool's candidate 1.5x behind
+    problems = {
+        name: {
+            "peer": runs(0.2, 10.0),
+            "hpo: A": runs(0.3, 10.0),
+            explored: runs(0.2, 10.0),
+            SHIPPED: runs(0.3, 10.0),
+        }
+        for name in ("p1", "p2")
+    }
+    assert report.split(problems) == (["peer"], ["hpo: A"], [])
+    assert report.split(problems, with_explored=True) == (["peer"], ["hpo: A", explored], [])
+    lines = report.explored_lines(problems, dict.fromkeys(problems, 100.0), ["peer"])
+    assert lines[-2:] == [
+        f"| {report.SHIPPED_LABEL} | 1.50 | p1 | 2 of 2 | 1.50 |",
+        f"| {explored.removeprefix('hpo: ')} | 1.00 | p1 | 0 of 2 | 1.00 |",
+    ]
+    assert {m.name for m in candidates_for(PROBLEMS["digits"])}.isdisjoint(EXPLORED)
+    assert EXPLORED <= set(methods_of("digits"))  # the suite runs them (--only picks them)

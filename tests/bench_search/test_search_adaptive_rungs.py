@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from hpo.storage.adaptive_rungs import AdaptiveRungsPruner
+from bench.search.adaptive_rungs import AdaptiveRungsPruner
 from hpo.storage.stop_rungs import LENGTH_ATTR
 
 LENGTH = 270  # evaluations every 10 steps: 1/27 -> step 10, 1/9 -> 30, 1/3 -> 90
