@@ -87,3 +87,25 @@ def ranks(runs: Runs, methods: list[str]) -> dict[str, float]:
     return {
         m: float(np.mean([i + 1 for i, s in enumerate(ordered) if s == score])) for m, score in scores.items()
     }
+
+
+def time_ratio_interval(
+    runs: Runs, method: str, peers: Iterable[str], budget_s: float, draws: int = 1000, seed: int = 0
+) -> tuple[str, float, float, float]:
+    """(the best peer, the method's median time to q95 over that peer's, a 90% bootstrap interval): each draw
+    resamples both methods' seeds with replacement. The best peer is the one with the smallest median, so the ratio
+    is, if anything, against a lucky peer; the interval is the noise of the two medians only."""
+    peers = [p for p in peers if p in runs]
+    best = min(peers, key=lambda p: median_time(runs[p], TARGET, budget_s))
+    mine, theirs = np.array(_times(runs[method], budget_s)), np.array(_times(runs[best], budget_s))
+    rng = np.random.default_rng(seed)
+    ratios = [
+        np.median(rng.choice(mine, size=len(mine))) / np.median(rng.choice(theirs, size=len(theirs)))
+        for _ in range(draws)
+    ]
+    low, high = np.percentile(ratios, [5, 95])
+    return best, float(np.median(mine) / np.median(theirs)), float(low), float(high)
+
+
+def _times(runs: list[RunFigures], budget_s: float) -> list[float]:
+    return [r.to_target[TARGET] if math.isfinite(r.to_target[TARGET]) else 2 * budget_s for r in runs]

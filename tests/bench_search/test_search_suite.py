@@ -244,3 +244,17 @@ def test_rounds_4_5_stay_out_of_the_rules_pool_unless_asked_and_are_shown_beside
     ]
     assert {m.name for m in candidates_for(PROBLEMS["digits"])}.isdisjoint(EXPLORED)
     assert EXPLORED <= set(methods_of("digits"))  # the suite runs them (--only picks them)
+
+
+def test_the_time_ratio_interval_is_against_the_fastest_peer_and_spans_the_seeds_noise():
+    def timed(times: list[float]) -> list[RunFigures]:
+        return [RunFigures({0.9: t, 0.95: t, 0.99: math.inf}, {1.0: 0.9}, 1.0, 10, 0, 10, 0.2) for t in times]
+
+    steady = {"ours": timed([20.0] * 50), "slow": timed([40.0] * 50), "fast": timed([10.0] * 50)}
+    assert heldout.time_ratio_interval(steady, "ours", ["slow", "fast"], 100.0) == ("fast", 2.0, 2.0, 2.0)
+    rng = np.random.default_rng(1)
+    noisy = {"ours": timed(list(rng.uniform(5, 15, 100))), "peer": timed(list(rng.uniform(5, 15, 100)))}
+    best, point, low, high = heldout.time_ratio_interval(noisy, "ours", ["peer"], 100.0)
+    assert best == "peer" and low < point < high and low < 1.0 < high
+    missed = {"ours": timed([math.inf] * 10), "peer": timed([10.0] * 10)}
+    assert heldout.time_ratio_interval(missed, "ours", ["peer"], 100.0)[1] == 20.0  # a miss: twice the budget
