@@ -5,6 +5,7 @@ rank, and hpo's default chosen on held-out problems (bench/search/heldout.py).
     python bench/search/report.py --out docs/x.md  # and into a file
     python bench/search/report.py --fresh runs/fresh   # and the rule's pick judged on the fresh set
     python bench/search/report.py --with-explored      # rounds 4-5's candidates in the rule's pool too
+    python bench/search/report.py --runs DIR --intervals   # only what ships against the best peer, with intervals
 
 Tables: (1) normalised regret over time (mean over seeds) and the rank it gives on each problem, with the average
 rank; (2) median time to the 95th percentile of the recorded final scores (seeds that reached it); (3) hpo's default
@@ -304,7 +305,10 @@ def explored_lines(
 
 
 def interval_lines(
-    table: dict[str, dict[str, list[RunFigures]]], budgets: dict[str, float], judges: list[str]
+    table: dict[str, dict[str, list[RunFigures]]],
+    budgets: dict[str, float],
+    judges: list[str],
+    method: str = SHIPPED_LABEL,
 ) -> list[str]:
     """What ships against the best peer to q95, with a 90% bootstrap interval over seeds (heldout.time_ratio_interval):
     where the 1.2x bar is missed beyond the noise of the seeds, and where within it."""
@@ -315,7 +319,7 @@ def interval_lines(
         *header(["problem", "best peer", "ratio", "90% interval", "over 1.2x"]),
     ]
     for name, runs in table.items():
-        best, point, low, high = heldout.time_ratio_interval(runs, SHIPPED_LABEL, judges, budgets[name])
+        best, point, low, high = heldout.time_ratio_interval(runs, method, judges, budgets[name])
         verdict = (
             "yes, the whole interval"
             if low > 1.2
@@ -323,6 +327,17 @@ def interval_lines(
         )
         lines.append(row([name, best, f"{point:.2f}x", f"{low:.2f}-{high:.2f}", verdict]))
     return lines
+
+
+def intervals(folder: Path) -> str:
+    """The interval table alone, for a folder holding what ships and any peers (every problem's own seeds)."""
+    problems, budgets, _ = gather(folder)
+    peers, _, partial = split(problems)
+    seeds = sorted({len(runs[SHIPPED]) for runs in problems.values()})
+    lines = interval_lines(problems, budgets, [*peers, *partial], SHIPPED)
+    return "\n".join(
+        [f"{len(problems)} problems, {seeds} seeds; peers: {', '.join([*peers, *partial])}", *lines]
+    )
 
 
 def envelope_lines(
@@ -493,8 +508,17 @@ def main() -> None:
         action="store_true",
         help="put rounds 4-5 (candidates.EXPLORED) in the held-out rule's pool",
     )
+    parser.add_argument(
+        "--intervals",
+        action="store_true",
+        help="only the interval table, for runs of what ships and some peers (e.g. more seeds on a few problems)",
+    )
     options = parser.parse_args()
-    text = report(options.runs, options.fresh, options.with_explored)
+    text = (
+        intervals(options.runs)
+        if options.intervals
+        else report(options.runs, options.fresh, options.with_explored)
+    )
     print(text)
     if options.out:
         options.out.write_text(text + "\n")

@@ -258,3 +258,22 @@ def test_the_time_ratio_interval_is_against_the_fastest_peer_and_spans_the_seeds
     assert best == "peer" and low < point < high and low < 1.0 < high
     missed = {"ours": timed([math.inf] * 10), "peer": timed([10.0] * 10)}
     assert heldout.time_ratio_interval(missed, "ours", ["peer"], 100.0)[1] == 20.0  # a miss: twice the budget
+
+
+def test_the_interval_report_needs_only_what_ships_and_some_peers(tmp_path):
+    figures = {
+        "peer": runs(0.2, 10.0, seeds=40),
+        "peer 2": runs(0.2, 12.0, seeds=40),
+        SHIPPED: runs(0.3, 15.0, seeds=40),
+    }
+    stored = {
+        "problem": "p",
+        "budget_s": 100.0,
+        "regret_scale": [1.0, 0.5],
+        "configurations": 300,
+        "runs": {m: {"seeds": len(f), "figures": [asdict(r) for r in f]} for m, f in figures.items()},
+    }
+    (tmp_path / "p.json").write_text(json.dumps(stored))
+    text = report.intervals(tmp_path)
+    assert text.splitlines()[0] == "1 problems, [40] seeds; peers: peer, peer 2"
+    assert text.splitlines()[-1] == "| p | peer | 1.50x | 1.50-1.50 | yes, the whole interval |"
