@@ -21,11 +21,11 @@ import weakref
 from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution
-from optuna.samplers import BaseSampler, RandomSampler
-from optuna.trial import FrozenTrial, TrialState
+from optuna.samplers import BaseSampler
+from optuna.trial import FrozenTrial
 
 from bench.search.adaptive_rungs import AdaptiveRungsPruner, at_fraction, first_report_at, trial_length
+from bench.search.model_or_random import ModelOrRandom
 from hpo.scheduling.rank_gate import spearman
 
 NINTH = 1 / 9
@@ -66,41 +66,14 @@ class EarlyRanksPruner(AdaptiveRungsPruner):
         return (0.0, 3) if aggressive else (NINTH, 2)
 
 
-class EarlyRanksSampler(BaseSampler):
+class EarlyRanksSampler(ModelOrRandom):
     """The study's sampler, or random search once the study has turned to Ray's recipe."""
 
     def __init__(
         self, model: BaseSampler, seed: int | None, pairs: int = 10, min_correlation: float = 0.8
     ) -> None:
-        self.model, self.random = model, RandomSampler(seed=seed)
+        super().__init__(model, seed)
         self.pairs, self.min_correlation = pairs, min_correlation
 
-    def pick(self, study: optuna.Study) -> BaseSampler:
+    def pick(self, study: optuna.Study, trial: FrozenTrial | None = None) -> BaseSampler:
         return self.random if early_ranks_hold(study, self.pairs, self.min_correlation) else self.model
-
-    def infer_relative_search_space(
-        self, study: optuna.Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return self.pick(study).infer_relative_search_space(study, trial)
-
-    def sample_relative(
-        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        return self.pick(study).sample_relative(study, trial, search_space)
-
-    def sample_independent(
-        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
-    ) -> Any:
-        return self.pick(study).sample_independent(study, trial, param_name, param_distribution)
-
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.model.before_trial(study, trial)
-
-    def after_trial(
-        self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: list[float] | None
-    ) -> None:
-        self.model.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.model.reseed_rng()
-        self.random.reseed_rng()

@@ -11,47 +11,21 @@ against 6.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import optuna
-from optuna.distributions import BaseDistribution
-from optuna.samplers import BaseSampler, RandomSampler
-from optuna.trial import FrozenTrial, TrialState
+from optuna.samplers import BaseSampler
+from optuna.trial import FrozenTrial
+
+from bench.search.model_or_random import ModelOrRandom
 
 
-class RandomShareSampler(BaseSampler):
+class RandomShareSampler(ModelOrRandom):
     def __init__(self, model: BaseSampler, share: float, seed: int | None) -> None:
-        self.model, self.share, self.seed = model, share, seed or 0
-        self.random = RandomSampler(seed=seed)
+        super().__init__(model, seed)
+        self.share, self.seed = share, seed or 0
 
     def is_random(self, trial: FrozenTrial) -> bool:
         return float(np.random.default_rng([self.seed, trial.number]).random()) < self.share
 
-    def infer_relative_search_space(
-        self, study: optuna.Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return {} if self.is_random(trial) else self.model.infer_relative_search_space(study, trial)
-
-    def sample_relative(
-        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        return {} if self.is_random(trial) else self.model.sample_relative(study, trial, search_space)
-
-    def sample_independent(
-        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
-    ) -> Any:
-        sampler = self.random if self.is_random(trial) else self.model
-        return sampler.sample_independent(study, trial, param_name, param_distribution)
-
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.model.before_trial(study, trial)
-
-    def after_trial(
-        self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: list[float] | None
-    ) -> None:
-        self.model.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.model.reseed_rng()
-        self.random.reseed_rng()
+    def pick(self, study: optuna.Study, trial: FrozenTrial) -> BaseSampler:
+        return self.random if self.is_random(trial) else self.model
