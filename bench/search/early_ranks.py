@@ -24,7 +24,7 @@ import optuna
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial
 
-from bench.search.adaptive_rungs import AdaptiveRungsPruner, at_fraction, first_report_at, trial_length
+from bench.search.adaptive_rungs import AdaptiveRungsPruner, first_report_at, trial_length
 from bench.search.model_or_random import ModelOrRandom
 from hpo.scheduling.rank_gate import spearman
 
@@ -53,7 +53,7 @@ def early_pair(trial: FrozenTrial) -> tuple[float, float] | None:
     first, ninth = first_report_at(trial, length, 0.0), first_report_at(trial, length, NINTH)
     if first is None or ninth is None or first == ninth:
         return None
-    return at_fraction(trial, 0.0), at_fraction(trial, NINTH)  # type: ignore[return-value]
+    return trial.intermediate_values[first], trial.intermediate_values[ninth]
 
 
 class EarlyRanksPruner(AdaptiveRungsPruner):

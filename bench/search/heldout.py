@@ -29,8 +29,7 @@ TARGET = 0.95
 
 def median_time(runs: list[RunFigures], quantile: float, budget_s: float) -> float:
     """Median time to a target over seeds, a miss counting as twice the budget (finite, so ratios exist)."""
-    times = [r.to_target[quantile] if math.isfinite(r.to_target[quantile]) else 2 * budget_s for r in runs]
-    return float(np.median(times))
+    return float(np.median(times_to(runs, quantile, budget_s)))
 
 
 def mean_regret(runs: list[RunFigures]) -> float:
@@ -97,7 +96,7 @@ def time_ratio_interval(
     is, if anything, against a lucky peer; the interval is the noise of the two medians only."""
     peers = [p for p in peers if p in runs]
     best = min(peers, key=lambda p: median_time(runs[p], TARGET, budget_s))
-    mine, theirs = np.array(_times(runs[method], budget_s)), np.array(_times(runs[best], budget_s))
+    mine, theirs = (np.array(times_to(runs[m], TARGET, budget_s)) for m in (method, best))
     rng = np.random.default_rng(seed)
     ratios = [
         np.median(rng.choice(mine, size=len(mine))) / np.median(rng.choice(theirs, size=len(theirs)))
@@ -107,5 +106,6 @@ def time_ratio_interval(
     return best, float(np.median(mine) / np.median(theirs)), float(low), float(high)
 
 
-def _times(runs: list[RunFigures], budget_s: float) -> list[float]:
-    return [r.to_target[TARGET] if math.isfinite(r.to_target[TARGET]) else 2 * budget_s for r in runs]
+def times_to(runs: list[RunFigures], quantile: float, budget_s: float) -> list[float]:
+    """Each seed's time to the target, a miss counting as twice the budget."""
+    return [r.to_target[quantile] if math.isfinite(r.to_target[quantile]) else 2 * budget_s for r in runs]

@@ -66,6 +66,11 @@ class Method:
             or self.early_ranks is not None
         )
 
+    @property
+    def early_rule(self) -> dict[str, Any]:
+        """early_ranks.py's rule (pairs, min_correlation), without the method's choice of sampler."""
+        return {k: v for k, v in (self.early_ranks or {}).items() if k != "random"}
+
     def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
         """Worker `worker`'s sampler in a run seeded `seed`: hpo seeds each worker apart (`seed_offset`)."""
         section = (
@@ -76,15 +81,14 @@ class Method:
         seeded = spec.model_copy(update={"study": spec.study.model_copy(update={"sampler": section})})
         sampler = build_sampler(seeded, seed_offset=seed_offset(worker, 0))
         if self.early_ranks is not None and self.early_ranks.get("random", True):
-            rule = {k: v for k, v in self.early_ranks.items() if k != "random"}
-            return EarlyRanksSampler(sampler, seed + seed_offset(worker, 0), **rule)
+            return EarlyRanksSampler(sampler, seed + seed_offset(worker, 0), **self.early_rule)
         return RandomShareSampler(sampler, self.random_share, seed) if self.random_share else sampler
 
     def pruner_object(self, spec: StudySpec) -> optuna.pruners.BasePruner:
         if self.adaptive is not None:
             return AdaptiveRungsPruner(**self.adaptive)
         if self.early_ranks is not None:
-            return EarlyRanksPruner(**{k: v for k, v in self.early_ranks.items() if k != "random"})
+            return EarlyRanksPruner(**self.early_rule)
         if self.hpo_chooses:
             return build_pruner(with_scheduler(spec, None))
         if self.scheduler is not None:

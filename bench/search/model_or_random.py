@@ -3,6 +3,7 @@ hedges (random_share.py: a fixed share of the trials; early_ranks.py: every tria
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 import optuna
@@ -15,9 +16,9 @@ class ModelOrRandom(BaseSampler):
     def __init__(self, model: BaseSampler, seed: int | None) -> None:
         self.model, self.random = model, RandomSampler(seed=seed)
 
+    @abc.abstractmethod
     def pick(self, study: optuna.Study, trial: FrozenTrial) -> BaseSampler:
         """The sampler that draws `trial`: the same one for all of its parameters."""
-        raise NotImplementedError
 
     def infer_relative_search_space(
         self, study: optuna.Study, trial: FrozenTrial
