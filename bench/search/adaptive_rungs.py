@@ -24,7 +24,7 @@ trials complete before the study has found its good models for the rung to move 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import optuna
 from optuna.pruners import BasePruner
@@ -132,10 +132,17 @@ def at_fraction(trial: FrozenTrial, fraction: float) -> float | None:
 
 def among_best(value: float, others: list[float], reduction_factor: int, direction: StudyDirection) -> bool:
     """Whether `value` is among the best max(1, n // reduction_factor) of itself and `others` (ties pass)."""
+    return within_best(value, others, lambda n: max(1, n // reduction_factor), direction)
+
+
+def within_best(
+    value: float, others: list[float], kept: Callable[[int], int], direction: StudyDirection
+) -> bool:
+    """Whether `value` is among the best kept(n) of the n values of itself and `others` (ties pass; NaN never)."""
     if math.isnan(value):
         return False
     pool = sorted([value, *[v for v in others if not math.isnan(v)]])
     if direction == StudyDirection.MAXIMIZE:
         pool.reverse()
-    cutoff = pool[max(1, len(pool) // reduction_factor) - 1]
+    cutoff = pool[kept(len(pool)) - 1]
     return value >= cutoff if direction == StudyDirection.MAXIMIZE else value <= cutoff

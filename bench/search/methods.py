@@ -17,6 +17,7 @@ import yaml
 
 from bench.search.adaptive_rungs import AdaptiveRungsPruner
 from bench.search.early_ranks import EarlyRanksPruner, EarlyRanksSampler
+from bench.search.keep_rungs import KeepRungsPruner
 from bench.search.problems import Problem
 from bench.search.random_share import RandomShareSampler
 from hpo.scheduling.rank_gate import RankGate
@@ -54,6 +55,9 @@ class Method:
     random_share: float = 0.0
     # Ray Tune's recipe once the early values rank (early_ranks.py): {"pairs", "min_correlation", "random"}.
     early_ranks: dict[str, Any] | None = None
+    # Stop-type rungs from the first evaluation keeping a share apart from their spacing (keep_rungs.py):
+    # {"keep", "spacing"}.
+    keep_rungs: dict[str, Any] | None = None
 
     @property
     def stops(self) -> bool:
@@ -64,6 +68,7 @@ class Method:
             or self.hpo_chooses
             or self.adaptive is not None
             or self.early_ranks is not None
+            or self.keep_rungs is not None
         )
 
     @property
@@ -89,6 +94,8 @@ class Method:
             return AdaptiveRungsPruner(**self.adaptive)
         if self.early_ranks is not None:
             return EarlyRanksPruner(**self.early_rule)
+        if self.keep_rungs is not None:
+            return KeepRungsPruner(**self.keep_rungs)
         if self.hpo_chooses:
             return build_pruner(with_scheduler(spec, None))
         if self.scheduler is not None:
