@@ -93,6 +93,22 @@ def _hastie() -> Table:
     return Table(x, (y > 0).astype(np.int64), 2)
 
 
+def _circles() -> Table:
+    from sklearn.datasets import make_circles
+
+    x, y = make_circles(n_samples=3000, noise=0.2, factor=0.6, random_state=9)
+    rng = np.random.default_rng(9)
+    # six distractor columns, as moons has: the two rings overlap, and the net must find them among noise
+    return Table(np.hstack([x, rng.normal(size=(len(x), 6))]), y, 2)
+
+
+def _friedman3() -> Table:
+    from sklearn.datasets import make_friedman3
+
+    x, y = make_friedman3(n_samples=2000, noise=0.1, random_state=10)
+    return Table(x, y, 0)
+
+
 def _friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -161,6 +177,9 @@ DATASETS: dict[str, Callable[[], Table]] = {
     ),
     "regression": _regression,
     "friedman": _friedman,
+    # The second fresh set (2026-12-02, made after bench/search's round 6 was designed): circles, friedman3.
+    "circles": _circles,  # 3,000 rows, 8 columns, 2 classes: two noisy rings among distractors
+    "friedman3": _friedman3,  # 2,000 rows, 4 columns, a regression: an arctan of a ratio, a small loss
 }
 
 

@@ -7,7 +7,9 @@ Pause, resume and start costs: the digits MLP's (Problem's defaults), a model as
 
 from __future__ import annotations
 
-from bench.search.problems import Problem
+from bench.search.problems import DATA, Problem
+
+DENSE = DATA / "dense"  # record.py --configurations 300's folder
 
 PROBLEMS = [
     Problem.from_study("breast-cancer", configurations=100, draw_seed=2041),
@@ -23,4 +25,8 @@ PROBLEMS = [
     Problem.from_study("fresh-diabetes", configurations=80, draw_seed=2050, fresh=True),
     Problem.from_study("fresh-hastie", configurations=80, draw_seed=2051, fresh=True),
     Problem.from_study("fresh-many-classes", configurations=60, draw_seed=2052, fresh=True),
+    # the second fresh set (2026-12-02): made after round 6's candidates were designed on the 17 above; recorded
+    # densely only
+    Problem.from_study("fresh2-circles", configurations=300, draw_seed=2053, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh2-friedman3", configurations=300, draw_seed=2054, fresh=True, data_dir=DENSE),
 ]
