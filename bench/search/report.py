@@ -4,7 +4,7 @@ rank, and hpo's default chosen on held-out problems (bench/search/heldout.py).
     python bench/search/report.py                  # markdown on stdout
     python bench/search/report.py --out docs/x.md  # and into a file
     python bench/search/report.py --fresh runs/fresh   # and the rule's pick judged on the fresh set
-    python bench/search/report.py --with-explored      # rounds 4-5's candidates in the rule's pool too
+    python bench/search/report.py --with-explored      # rounds 4-6's candidates in the rule's pool too
     python bench/search/report.py --runs DIR --intervals   # only what ships against the best peer, with intervals
 
 Tables: (1) normalised regret over time (mean over seeds) and the rank it gives on each problem, with the average
@@ -283,14 +283,14 @@ def candidate_lines(
 def explored_lines(
     problems: dict[str, dict[str, list[RunFigures]]], budgets: dict[str, float], judges: list[str]
 ) -> list[str]:
-    """Rounds 4-5 (run on every problem, outside the rule's pool) beside what ships: each one's ratio to the best
+    """Rounds 4-6 (run on every problem, outside the rule's pool) beside what ships: each one's ratio to the best
     peer (heldout.ratio), worst and geometric mean, and on how many problems it is over 1.2x."""
     explored = [m for m in EXPLORED if all(m in runs for runs in problems.values())]
     if not explored:
         return []
     lines = [
         "",
-        "Rounds 4-5, outside the rule's pool (`--with-explored` puts them in), beside what ships:",
+        "Rounds 4-6, outside the rule's pool (`--with-explored` puts them in), beside what ships:",
         "",
         *header(["method", "worst ratio", "on", "problems over 1.2x", "geometric mean ratio"]),
     ]
@@ -506,7 +506,7 @@ def main() -> None:
     parser.add_argument(
         "--with-explored",
         action="store_true",
-        help="put rounds 4-5 (candidates.EXPLORED) in the held-out rule's pool",
+        help="put rounds 4-6 (candidates.EXPLORED) in the held-out rule's pool",
     )
     parser.add_argument(
         "--intervals",
