@@ -19,7 +19,7 @@ included) with a value at that fraction of their length, as Optuna's successive 
 kept apart from the rungs' spacing (successive halving ties them: keep 1 / eta, spacing eta).
 
 Result (docs/benchmarks.md, "Round 6"): not ahead of the shipped rungs at 100 seeds (worst ratio 1.59-1.68 against
-1.53, friedman); at 400 seeds on eleven problems, keep 2/3 x2's worst time-to-q95 ratio is 1.25x (moons) against the
+1.53, friedman); at 400 seeds on all 17, keep 2/3 x2's worst time-to-q95 ratio is 1.25x (moons) against the
 shipped 1.48x (fresh-diabetes): it trades digits and fresh-diabetes for moons.
 """
 
