@@ -70,7 +70,13 @@ class AdaptiveRungsPruner(BasePruner):
         values = [at_fraction(t, fraction) for t in trials if t.number != trial.number]
         others = [v for v in values if v is not None]
         mine = trial.intermediate_values[steps[-1]]
-        return not among_best(mine, others, reduction_factor, study.direction)
+        return not self.goes_on(mine, others, reduction_factor, study.direction)
+
+    def goes_on(
+        self, value: float, others: list[float], reduction_factor: int, direction: StudyDirection
+    ) -> bool:
+        """Whether a trial with `value` at a rung passes it, against the others' values there."""
+        return among_best(value, others, reduction_factor, direction)
 
     def schedule(self, study: optuna.Study, trials: list[FrozenTrial]) -> tuple[float, int]:
         """(the first rung's fraction of the length, the reduction factor) as the study's trials stand."""

@@ -28,35 +28,25 @@ from __future__ import annotations
 import math
 
 import optuna
-from optuna.pruners import BasePruner
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
-from bench.search.adaptive_rungs import at_fraction, first_report_at, rung_crossed, trial_length, within_best
+from bench.search.adaptive_rungs import AdaptiveRungsPruner, within_best
 
 
-class KeepRungsPruner(BasePruner):
+class KeepRungsPruner(AdaptiveRungsPruner):
+    """AdaptiveRungsPruner's rung loop with the first rung fixed at the first evaluation and its own share kept."""
+
     def __init__(self, keep: float = 2 / 3, spacing: int = 2) -> None:
         if not 0 < keep < 1:
             raise ValueError(f"keep must be in (0, 1), got {keep}")
+        super().__init__(reduction_factor=spacing)
         self.keep = keep
-        self.spacing = spacing
 
-    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        length = trial_length(trial)
-        steps = sorted(trial.intermediate_values)
-        if length is None or not steps:
-            return False
-        first = first_report_at(trial, length, 0.0)
-        rung = None if first is None else rung_crossed(steps, first, self.spacing)
-        if rung is None:
-            return False
-        values = [
-            at_fraction(t, rung / length)
-            for t in study.get_trials(deepcopy=False)
-            if t.number != trial.number
-        ]
-        others = [v for v in values if v is not None]
-        mine = trial.intermediate_values[steps[-1]]
-        return not within_best(
-            mine, others, lambda n: max(1, math.floor(n * self.keep + 1e-9)), study.direction
-        )
+    def schedule(self, study: optuna.Study, trials: list[FrozenTrial]) -> tuple[float, int]:
+        return 0.0, self.reduction_factor  # the first report, then `spacing` times further
+
+    def goes_on(
+        self, value: float, others: list[float], reduction_factor: int, direction: StudyDirection
+    ) -> bool:
+        return within_best(value, others, lambda n: max(1, math.floor(n * self.keep + 1e-9)), direction)
