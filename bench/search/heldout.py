@@ -109,3 +109,30 @@ def time_ratio_interval(
 def times_to(runs: list[RunFigures], quantile: float, budget_s: float) -> list[float]:
     """Each seed's time to the target, a miss counting as twice the budget."""
     return [r.to_target[quantile] if math.isfinite(r.to_target[quantile]) else 2 * budget_s for r in runs]
+
+
+def pick_shares(
+    problems: Mapping[str, Runs],
+    budgets: Mapping[str, float],
+    candidates: list[str],
+    peers: Iterable[str],
+    draws: int = 200,
+    seed: int = 0,
+) -> dict[str, float]:
+    """How often each candidate is the rule's pick (`choose`) when every method's seeds are drawn again with
+    replacement on every problem: the rule takes the smallest of noisy worst ratios, and near-equal shares say the
+    seeds cannot tell the candidates apart (docs/benchmarks.md, "Round 7")."""
+    peers = list(peers)
+    rng = np.random.default_rng(seed)
+    picks = dict.fromkeys(candidates, 0)
+    for _ in range(draws):
+        resampled = {
+            name: {m: resample(runs[m], rng) for m in [*candidates, *peers] if m in runs}
+            for name, runs in problems.items()
+        }
+        picks[choose(resampled, budgets, candidates, peers)] += 1
+    return {c: n / draws for c, n in picks.items()}
+
+
+def resample(runs: list[RunFigures], rng: np.random.Generator) -> list[RunFigures]:
+    return [runs[i] for i in rng.integers(0, len(runs), len(runs))]

@@ -231,15 +231,19 @@ def methods_for(problem: Problem) -> list[Method]:
             multi_fidelity=True,
             levels=first_evaluation(problem),
         ),
-        shipped(problem),  # hpo's default since issue 36's switch: stop-type rungs from a ninth, eta 2
+        shipped(
+            problem
+        ),  # hpo's default since round 7: stop-type rungs from the first evaluation, x2, 2/3 kept
         no_pruner_named(),
     ]
 
 
-# What `scheduler: {type: asha}` does (hpo.spec.scheduler: mode stop, the held-out rule's pick "stop-type rungs from
-# 1/9 (eta 2)", bench/search/candidates.py), and what a study that names no pruner gets when it evaluates during
-# training. Before issue 36's switch: one promotion rung past a ninth ("mftpe+asha-ninth"); before that the same rung
-# at the first evaluation ("mftpe+asha-first-eval"); before that one rung at a third behind the rank gate.
+# What `scheduler: {type: asha}` does (hpo.spec.scheduler: mode stop, round 7's held-out pick at 400 seeds "gentle
+# rungs from 1st eval (keep 2/3 x2)", bench/search/candidates.py), and what a study that names no pruner gets when it
+# evaluates during training. Runs stored before round 7 (2026-12-02) hold under this name the schedule before it,
+# rounds 1-3's pick "stop-type rungs from 1/9 (eta 2)" (the same runs seed for seed); before that one promotion rung
+# past a ninth ("mftpe+asha-ninth"); before that the same rung at the first evaluation ("mftpe+asha-first-eval");
+# before that one rung at a third behind the rank gate.
 SHIPPED = "hpo: asha as written"
 HPO_METHOD = SHIPPED  # the row run.py and real.py judge against the best peer
 # A study file that names no pruner: the same rungs, no trial stopped before two have completed (hpo.spec.study).

@@ -5,6 +5,7 @@ rank, and hpo's default chosen on held-out problems (bench/search/heldout.py).
     python bench/search/report.py --out docs/x.md  # and into a file
     python bench/search/report.py --fresh runs/fresh   # and the rule's pick judged on the fresh set
     python bench/search/report.py --with-explored      # rounds 4-6's candidates in the rule's pool too
+    python bench/search/report.py --runs runs/s400all --pool "A,B"   # the rule on these candidates only (round 7)
     python bench/search/report.py --runs DIR --intervals   # only what ships against the best peer, with intervals
 
 Tables: (1) normalised regret over time (mean over seeds) and the rank it gives on each problem, with the average
@@ -59,16 +60,22 @@ def gather(folder: Path) -> tuple[dict[str, dict[str, list[RunFigures]]], dict[s
 
 
 def split(
-    problems: dict[str, dict[str, list[RunFigures]]], with_explored: bool = False
+    problems: dict[str, dict[str, list[RunFigures]]],
+    with_explored: bool = False,
+    pool: list[str] | None = None,
 ) -> tuple[list[str], list[str], list[str]]:
     """(peers every problem has, hpo's candidates, peers only some problems have), in the order first seen. Rounds
-    4-5 (candidates.EXPLORED) join the candidates only `with_explored`."""
+    4-6 (candidates.EXPLORED) join the candidates only `with_explored`; `pool` names the candidates instead."""
     common = set.intersection(*(set(runs) for runs in problems.values()))
     ordered = list(dict.fromkeys(m for runs in problems.values() for m in runs))
     peers = [m for m in ordered if m in common and not m.startswith("hpo")]
     # What hpo ships is shown on its own, not chosen among the candidates.
-    pool = [m for m in ordered if m in common and m.startswith("hpo") and m not in OURS]
-    candidates = [m for m in pool if with_explored or m not in EXPLORED]
+    ours = [m for m in ordered if m in common and m.startswith("hpo") and m not in OURS]
+    candidates = [m for m in ours if with_explored or m not in EXPLORED]
+    if pool is not None:
+        if missing := [m for m in pool if m not in common]:
+            raise SystemExit(f"--pool: {', '.join(missing)} did not run on every problem in this folder")
+        candidates = list(pool)
     partial = [m for m in ordered if m not in common and not m.startswith("hpo")]
     return peers, candidates, partial
 
@@ -77,11 +84,22 @@ def with_default(
     problems: dict[str, dict[str, list[RunFigures]]], chosen: dict[str, str]
 ) -> dict[str, dict[str, list[RunFigures]]]:
     """Each problem's runs plus the held-out default (the candidate chosen without it), the shipped default and the
-    default before."""
+    default before (where it ran: the 400-seed runs leave it out)."""
     return {
-        name: {**runs, DEFAULT: runs[chosen[name]], SHIPPED_LABEL: runs[SHIPPED], BEFORE: runs[CURRENT]}
+        name: {
+            **runs,
+            DEFAULT: runs[chosen[name]],
+            SHIPPED_LABEL: runs[SHIPPED],
+            **({BEFORE: runs[CURRENT]} if CURRENT in runs else {}),
+        }
         for name, runs in problems.items()
     }
+
+
+def ours_shown(problems: dict[str, dict[str, list[RunFigures]]]) -> list[str]:
+    """hpo's rows: the default before issue 36 where every problem ran it, what ships, the held-out default."""
+    before = all(CURRENT in runs for runs in problems.values())
+    return [*([BEFORE] if before else []), SHIPPED_LABEL, DEFAULT]
 
 
 def regret_table(table: dict[str, dict[str, list[RunFigures]]], methods: list[str]) -> list[str]:
@@ -179,21 +197,23 @@ def judges_of(problems: dict[str, dict[str, list[RunFigures]]], peers: list[str]
     return [p for p in peers if min(len(problems[n][p]) for n in problems) >= RATIO_MIN_SEEDS]
 
 
-def rule_pick(folder: Path, with_explored: bool = False) -> str:
+def rule_pick(folder: Path, with_explored: bool = False, pool: list[str] | None = None) -> str:
     """The candidate the held-out rule picks on every problem in `folder` (what it would ship)."""
     problems, budgets, _ = gather(folder)
-    peers, candidates, _ = split(problems, with_explored)
+    peers, candidates, _ = split(problems, with_explored, pool)
     return heldout.choose(problems, budgets, candidates, judges_of(problems, peers))
 
 
-def report(folder: Path, fresh: Path | None = None, with_explored: bool = False) -> str:
+def report(
+    folder: Path, fresh: Path | None = None, with_explored: bool = False, pool: list[str] | None = None
+) -> str:
     problems, budgets, maximize = gather(folder)
-    peers, candidates, partial = split(problems, with_explored)
+    peers, candidates, partial = split(problems, with_explored, pool)
     judges = judges_of(problems, peers)
     pick = heldout.choose(problems, budgets, candidates, judges)
     chosen = heldout.leave_one_out(problems, budgets, candidates, judges)
     table = with_default(problems, chosen)
-    methods = [*peers, *partial, BEFORE, SHIPPED_LABEL, DEFAULT]
+    methods = [*peers, *partial, *ours_shown(problems)]
     seeds = {len(runs[m]) for runs in problems.values() for m in runs}
     lines = [
         f"{len(problems)} problems, seeds per method {sorted(seeds)}; the rule's pick on all problems: "
@@ -215,7 +235,8 @@ def report(folder: Path, fresh: Path | None = None, with_explored: bool = False)
         "Candidates on all problems (worst ratio to the best peer; average regret rank among the candidates):",
         "",
         *candidate_lines(problems, budgets, candidates, judges),
-        *([] if with_explored else explored_lines(problems, budgets, judges)),
+        *([] if with_explored or pool else explored_lines(problems, budgets, judges)),
+        *(share_lines(problems, budgets, candidates, judges) if pool else []),
         "",
         "Each peer and hpo's default against the best of the *other* peers (what a 1.2x bar asks of any method):",
         "",
@@ -237,7 +258,7 @@ def fresh_lines(folder: Path, pick: str, suite_size: int) -> list[str]:
     peers, _, partial = split(problems)
     judges = judges_of(problems, peers)
     table = with_default(problems, dict.fromkeys(problems, pick))
-    methods = [*peers, *partial, BEFORE, SHIPPED_LABEL, DEFAULT]
+    methods = [*peers, *partial, *ours_shown(problems)]
     return [
         f"**Fresh set**: {len(problems)} problems ({', '.join(problems)}) made after the candidates and the rule "
         f"were fixed; {DEFAULT} = the rule's pick on the suite's {suite_size} problems: {pick.removeprefix('hpo: ')}; "
@@ -270,14 +291,38 @@ def candidate_lines(
     candidates: list[str],
     peers: list[str],
 ) -> list[str]:
-    lines = header(["candidate", "worst ratio", "on", "average rank among candidates"])
+    lines = header(
+        ["candidate", "worst ratio", "on", "average rank among candidates", "among candidates and peers"]
+    )
     ranks = {name: heldout.ranks(runs, candidates) for name, runs in problems.items()}
+    beside = {name: heldout.ranks(runs, [*candidates, *peers]) for name, runs in problems.items()}
     for c in candidates:
         worst = max(problems, key=lambda n: heldout.ratio(problems[n], c, peers, budgets[n]))
         value = heldout.ratio(problems[worst], c, peers, budgets[worst])
         average = float(np.mean([ranks[n][c] for n in problems]))
-        lines.append(row([c.removeprefix("hpo: "), f"{value:.2f}", worst, f"{average:.2f}"]))
+        with_peers = float(np.mean([beside[n][c] for n in problems]))
+        lines.append(
+            row([c.removeprefix("hpo: "), f"{value:.2f}", worst, f"{average:.2f}", f"{with_peers:.2f}"])
+        )
     return lines
+
+
+def share_lines(
+    problems: dict[str, dict[str, list[RunFigures]]],
+    budgets: dict[str, float],
+    candidates: list[str],
+    judges: list[str],
+) -> list[str]:
+    """How often the rule picks each candidate when the seeds are drawn again (heldout.pick_shares): whether the
+    seeds tell them apart."""
+    shares = heldout.pick_shares(problems, budgets, candidates, judges)
+    return [
+        "",
+        "How often each is the rule's pick when every method's seeds are drawn again (200 draws, with replacement):",
+        "",
+        *header(["candidate", "picked"]),
+        *(row([c.removeprefix("hpo: "), f"{share:.0%}"]) for c, share in shares.items()),
+    ]
 
 
 def explored_lines(
@@ -509,6 +554,11 @@ def main() -> None:
         help="put rounds 4-6 (candidates.EXPLORED) in the held-out rule's pool",
     )
     parser.add_argument(
+        "--pool",
+        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        help="comma-separated: the held-out rule's candidates (default: rounds 1-3's, in every folder's runs)",
+    )
+    parser.add_argument(
         "--intervals",
         action="store_true",
         help="only the interval table, for runs of what ships and some peers (e.g. more seeds on a few problems)",
@@ -517,7 +567,7 @@ def main() -> None:
     text = (
         intervals(options.runs)
         if options.intervals
-        else report(options.runs, options.fresh, options.with_explored)
+        else report(options.runs, options.fresh, options.with_explored, options.pool)
     )
     print(text)
     if options.out:

@@ -77,11 +77,16 @@ def describe_scheduler(spec: StudySpec) -> str:
     pbt = spec.study.scheduler
     assert pbt is not None
     if pbt.type == "asha" and pbt.mode == "stop":
-        assert pbt.reduction_factor is not None  # settled
+        assert pbt.reduction_factor is not None and pbt.keep is not None  # settled
+        fraction = pbt.first_fraction()
+        first = (
+            f"{Fraction(fraction).limit_denominator(1000)} of each trial's length (its first evaluation there)"
+            if fraction
+            else "each trial's first evaluation"
+        )
         return (
-            f"  scheduler: asha, mode stop: rungs from {Fraction(pbt.first_fraction()).limit_denominator(1000)} of "
-            f"each trial's length (its first evaluation there), each {pbt.reduction_factor} times as far; a trial "
-            f"below the top 1/{pbt.reduction_factor} at a rung stops"
+            f"  scheduler: asha, mode stop: rungs from {first}, each {pbt.reduction_factor} times as far; a trial "
+            f"outside the best {Fraction(pbt.keep).limit_denominator(100)} at a rung stops"
             + (f" once {pbt.startup_trials} trials have completed" if pbt.startup_trials else "")
             + f"; length {pbt.max_resource} {pbt.resource}"
         )

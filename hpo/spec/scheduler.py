@@ -1,8 +1,10 @@
 """`study.scheduler: {type: asha}`: asynchronous successive halving, in one of two modes.
 
-    scheduler: {type: asha}                 # mode stop: rungs from the first evaluation past a ninth of the length,
-                                            # each twice as far; below the top half of a rung, a trial stops
-    scheduler: {type: asha, mode: stop, min_resource: 4, reduction_factor: 3}   # the first rung at step 4 (of 36)
+    scheduler: {type: asha}                 # mode stop: rungs from each trial's first evaluation, each twice as
+                                            # far; outside the best two thirds of a rung, a trial stops
+    scheduler: {type: asha, mode: stop, min_resource: 4, reduction_factor: 3}   # the first rung at step 4 (of 36),
+                                            # the top third goes on (keep defaults to 1 / reduction_factor)
+    scheduler: {type: asha, keep: 0.5}      # rungs from the first evaluation, half kept at each
     scheduler: {type: asha, startup_trials: 2}   # mode stop, no trial stopped before 2 have completed
     scheduler: {type: asha, mode: promotion}   # one pausing rung at the first evaluation past a ninth, judging
                                                # once 2 trials have finished
@@ -14,16 +16,18 @@
     scheduler: {type: asha, rank_gate: {min_pairs: 5, min_correlation: 0.8}}
 
 **mode stop** (the default): every evaluation is reported to a pruner (hpo.storage.stop_rungs) whose rungs are
-fractions of each trial's length, the first at `min_resource / max_resource` (a ninth without min_resource), each
-next one `reduction_factor` times further (2 by default); at a rung, a trial outside the top 1/reduction_factor of
-the trials that reached it stops (Optuna's successive halving, asynchronous: judged against those before it). Nothing
-pauses, so nothing is resumed, and the study may run `--in-process`. `startup_trials: n` stops no trial before n
+fractions of each trial's length, the first at `min_resource / max_resource` (each trial's first evaluation without
+min_resource), each next one `reduction_factor` times further (2 by default); at a rung, a trial outside the best
+`keep` of the trials that reached it stops (successive halving, asynchronous: judged against those before it). `keep`
+defaults to 2/3 on the bare default and to 1 / reduction_factor (successive halving's share) when min_resource or
+reduction_factor is given. Nothing pauses, so nothing is resumed, and the study may run `--in-process`. `startup_trials: n` stops no trial before n
 trials have completed (0 by default: ASHA's rule judges from the second trial; a study that names no pruner gets 2,
 hpo.spec.study). The study's TPE learns from every rung value
-(hpo.storage.rung_sampler). bench/search chose it on problems held out from the choice (13 recorded problems, leave
-one problem out, the smallest worst ratio to the best peer: this schedule on 11 of 13; then first on average rank on 4
-problems recorded after the choice; docs/benchmarks.md, "Which search finds a good model soonest"). It needs
-evaluations during training, as any pruner does.
+(hpo.storage.rung_sampler). bench/search chose it on 17 recorded problems at 400 seeds each, leave one problem out,
+the smallest worst ratio to the best peer (docs/benchmarks.md, "Round 7"): where a problem's early values mislead, a
+gentle cut from the first evaluation loses fewer of the best configurations than half stopped at a ninth (the default
+until round 7), and where they rank it stops the poor ones as soon. It needs evaluations during training, as any
+pruner does.
 
 **mode promotion**: a trial trains to min_resource * reduction_factor^k (global steps, or epochs with `resource:
 epochs`), at most `max_rungs` of them, reports its objective there, saves a checkpoint and pauses;
@@ -62,15 +66,19 @@ from hpo.spec.errors import FieldProblem
 # finished to compare against cut the first, often best, trials short on LoRA on MiniLM; bench/search,
 # docs/benchmarks.md).
 STARTUP_TRIALS = 2
-# Stop-type rungs (`mode: stop`, the default): the first at a ninth of the length, each next one twice as far; the
-# held-out choice of bench/search (docs/benchmarks.md, "Which search finds a good model soonest").
-STOP_FIRST_FRACTION = 1 / 9
+# Stop-type rungs (`mode: stop`, the default): the first at each trial's first evaluation (fraction 0), each next one
+# twice as far, two thirds kept at each; the held-out choice of bench/search (docs/benchmarks.md, "Round 7").
+STOP_FIRST_FRACTION = 0.0
 STOP_REDUCTION_FACTOR = 2
+STOP_KEEP = 2 / 3
 PROMOTION_REDUCTION_FACTOR = 3
 # What only pausing and promoting has: any of them given (or min_resource, which files meant for promotion before
 # stopping became the default) makes a section without `mode` a promotion one.
 PROMOTION_FIELDS = ("min_resource", "max_rungs", "continue_in_place", "promote_underfilled", "rank_gate")
-STOP_FIELDS = ("startup_trials",)  # what only stopping has: given, a section without `mode` is a stop one
+STOP_FIELDS = (
+    "startup_trials",
+    "keep",
+)  # what only stopping has: given, a section without `mode` is a stop one
 
 
 class RankGateSpec(Section):
@@ -105,6 +113,9 @@ class SchedulerSpec(Section):
     # Mode stop: no trial is stopped before this many trials have completed (Optuna's median pruner waits for 5).
     # None: 0, ASHA's rule from the second trial.
     startup_trials: int | None = Field(None, ge=0)
+    # Mode stop: the share of a rung's trials that go on. None: 2/3 on the bare default, 1 / reduction_factor when
+    # min_resource or reduction_factor is given (successive halving's share).
+    keep: float | None = Field(None, gt=0, lt=1)
 
     @field_validator("rank_gate", mode="before")
     @classmethod
@@ -140,6 +151,9 @@ class SchedulerSpec(Section):
                 f"is {self.max_resource} but training.{key} is {given}; give the length once (max_resource sets it)",
             )
         if self.mode == "stop":
+            if self.keep is None:
+                by_hand = self.min_resource is not None or self.reduction_factor is not None
+                self.keep = 1 / (self.reduction_factor or STOP_REDUCTION_FACTOR) if by_hand else STOP_KEEP
             self.reduction_factor = self.reduction_factor or STOP_REDUCTION_FACTOR
             self.startup_trials = self.startup_trials or 0
             self._check_below_the_length()
@@ -207,7 +221,7 @@ class SchedulerSpec(Section):
 
     def first_fraction(self) -> float:
         """Stop-type rungs: where the first one sits, as a fraction of a trial's length (then reduction_factor
-        times further each): min_resource / max_resource when given, else a ninth."""
+        times further each): min_resource / max_resource when given, else 0 (each trial's first evaluation)."""
         if self.min_resource is not None and self.max_resource:
             return self.min_resource / self.max_resource
         return STOP_FIRST_FRACTION

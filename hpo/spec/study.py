@@ -363,7 +363,7 @@ class StudySpec(Section):
 
     def _stop_at_rungs_by_default(self) -> bool:
         """A study that evaluates and names no pruner or scheduler gets what `scheduler: {type: asha}` runs: stop-type
-        rungs from a ninth of the length (bench/search chose them on held-out problems; Optuna's median pruner, the
+        rungs from the first evaluation (bench/search chose them on held-out problems; Optuna's median pruner, the
         default before, ranked level with random search there, docs/benchmarks.md). A training length that is not
         whole (e.g. 2.5 epochs) keeps Optuna's median pruner. No trial is stopped before two have completed: on a
         study of 8-15 trials, stopping from the second trial ended with a worse best model on most recorded problems

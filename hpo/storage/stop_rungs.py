@@ -5,8 +5,13 @@ needs its first rung in the unit of the reports, global steps. A study file that
 not know its length in steps until the data is loaded, and a study that searches the batch size has a different
 length in each trial. So the trial writes its own length (`LENGTH_ATTR`, in global steps, hpo.trial.pruning) with
 its first report, and this pruner puts its first rung at the trial's first evaluation at or past `first_fraction` of
-that length, each next one `reduction_factor` times further, and asks Optuna's pruner there. Every trial is judged at
-the same fraction of its training, whatever its step count.
+that length (0: its first evaluation), each next one `reduction_factor` times further. Every trial is judged at the
+same fraction of its training, whatever its step count.
+
+At a rung a trial goes on when its value is among the best max(1, floor(n * keep)) of the n trials that reached the
+rung (itself included; ties go on, NaN stops): Optuna's successive halving with the share kept apart from the rungs'
+spacing (Optuna keeps 1 / reduction_factor, what `keep` defaults to). The rung values are recorded as Optuna's
+pruner records them (`RUNG_KEY`), asynchronously: a trial is judged against those that reached the rung before it.
 
 A trial whose length the storage does not have yet (its write was kept through an outage) is not pruned until it has.
 With `startup_trials` n, no trial is stopped before n trials have completed (what a study that names no pruner gets:
@@ -27,33 +32,64 @@ import math
 from collections.abc import Iterator
 
 import optuna
-from optuna.pruners import BasePruner, SuccessiveHalvingPruner
+from optuna.pruners import BasePruner
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.storage.attempts import REQUEUED_FROM, attempt_chain
 
 LENGTH_ATTR = "max_steps"  # user attribute: the trial's full length in global steps, the unit of its reports
-# Optuna's successive halving records rung n's value as the system attribute "completed_rung_<n>" (optuna 5.0.0, the
-# lock's; a rename there breaks `with_earlier_attempts` and the chaos suite's rung check).
+# Rung n's value is the system attribute "completed_rung_<n>", the key Optuna's successive halving records it under
+# (optuna 5.0.0, the lock's), so a study's rungs read the same whichever of the two judged them; `with_earlier_attempts`
+# and the chaos suite's rung check read it.
 RUNG_KEY = "completed_rung_"
 
 
 class StopRungsPruner(BasePruner):
-    def __init__(self, first_fraction: float, reduction_factor: int, startup_trials: int = 0) -> None:
-        if not 0 < first_fraction < 1:
-            raise ValueError(f"first_fraction must be in (0, 1), got {first_fraction}")
+    def __init__(
+        self,
+        first_fraction: float,
+        reduction_factor: int,
+        startup_trials: int = 0,
+        keep: float | None = None,
+    ) -> None:
+        if not 0 <= first_fraction < 1:
+            raise ValueError(f"first_fraction must be in [0, 1), got {first_fraction}")
+        if keep is not None and not 0 < keep < 1:
+            raise ValueError(f"keep must be in (0, 1), got {keep}")
         self.first_fraction = first_fraction
         self.reduction_factor = reduction_factor
         self.startup_trials = startup_trials
+        self.keep = keep if keep is not None else 1 / reduction_factor
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         trial = with_earlier_attempts(study, trial)
         first = self.first_rung(trial)
         if first is None:
             return False
-        halving = SuccessiveHalvingPruner(min_resource=first, reduction_factor=self.reduction_factor)
-        judged = any(halving.prune(study, view) for view in self.at_pending_rungs(trial, first))
+        judged = any(self.stops_at(study, view, first) for view in self.at_pending_rungs(trial, first))
         return judged and self.past_startup(study)
+
+    def stops_at(self, study: optuna.Study, view: FrozenTrial, first: int) -> bool:
+        """Record the view's value at each rung its last report passed that it has not recorded, lowest first, and
+        whether it falls outside the share kept at one of them (Optuna's successive halving loop, its own share)."""
+        step = max(view.intermediate_values)
+        value = view.intermediate_values[step]
+        rung = recorded_rungs(view.system_attrs)
+        trials: list[FrozenTrial] | None = None
+        while step >= first * self.reduction_factor**rung:
+            if math.isnan(value):
+                return True
+            trials = trials if trials is not None else study.get_trials(deepcopy=False)
+            key = f"{RUNG_KEY}{rung}"
+            study._storage.set_trial_system_attr(view._trial_id, key, value)  # noqa: SLF001 - as Optuna's pruner
+            others = [
+                t.system_attrs[key] for t in trials if key in t.system_attrs and t.number != view.number
+            ]
+            if not among_kept(value, others, self.keep, study.direction):
+                return True
+            rung += 1
+        return False
 
     def past_startup(self, study: optuna.Study) -> bool:
         """Whether `startup_trials` trials have completed: before, a trial outside the top of its rung goes on (its
@@ -67,9 +103,7 @@ class StopRungsPruner(BasePruner):
         its first report at or past the rung (later reports left out, the rungs below marked recorded)."""
         recorded = dict(trial.system_attrs)
         steps = sorted(trial.intermediate_values)
-        rung = 0
-        while f"{RUNG_KEY}{rung}" in recorded:
-            rung += 1
+        rung = recorded_rungs(recorded)
         while (rung_step := first * self.reduction_factor**rung) <= steps[-1]:
             reached = next(step for step in steps if step >= rung_step)
             view = copy.copy(trial)
@@ -89,6 +123,26 @@ class StopRungsPruner(BasePruner):
             return None
         floor = max(1, math.ceil(length * self.first_fraction))
         return min((step for step in trial.intermediate_values if step >= floor), default=None)
+
+
+def recorded_rungs(system_attrs: dict[str, object]) -> int:
+    """How many rungs, from the lowest, have a recorded value."""
+    rung = 0
+    while f"{RUNG_KEY}{rung}" in system_attrs:
+        rung += 1
+    return rung
+
+
+def among_kept(value: float, others: list[float], keep: float, direction: StudyDirection) -> bool:
+    """Whether `value` is among the best max(1, floor(n * keep)) of the n values of itself and `others` (ties go on,
+    NaN never). With keep 1 / reduction_factor, Optuna's successive halving's rule."""
+    if math.isnan(value):
+        return False
+    pool = sorted(
+        [value, *(v for v in others if not math.isnan(v))], reverse=direction == StudyDirection.MAXIMIZE
+    )
+    cutoff = pool[max(1, math.floor(len(pool) * keep + 1e-9)) - 1]
+    return value >= cutoff if direction == StudyDirection.MAXIMIZE else value <= cutoff
 
 
 def with_earlier_attempts(study: optuna.Study, trial: FrozenTrial) -> FrozenTrial:

@@ -77,7 +77,10 @@ def build_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
     if scheduler is not None and spec.stops_at_rungs():
         assert scheduler.reduction_factor is not None  # settled
         return StopRungsPruner(
-            scheduler.first_fraction(), scheduler.reduction_factor, scheduler.startup_trials or 0
+            scheduler.first_fraction(),
+            scheduler.reduction_factor,
+            scheduler.startup_trials or 0,
+            keep=scheduler.keep,
         )
     try:
         return spec.study.pruner.build() if spec.study.pruner is not None else optuna.pruners.NopPruner()

@@ -49,9 +49,9 @@ def test_validate_a_study_reports_what_it_would_do(tmp_path, capsys, monkeypatch
     assert "valid study file 'v'" in out
     assert "maximize eval_accuracy" in out and "pruner: asha stop-type rungs" in out
     assert (
-        "scheduler: asha, mode stop: rungs from 1/9 of each trial's length" in out
+        "scheduler: asha, mode stop: rungs from each trial's first evaluation, each 2 times as far" in out
     )  # no pruner named: the default
-    assert "at a rung stops once 2 trials have completed" in out
+    assert "a trial outside the best 2/3 at a rung stops once 2 trials have completed" in out
     assert f"sqlite:///{tmp_path}/runs/v/study.db" in out
     assert "evaluation produces: eval_accuracy, eval_loss" in out
 

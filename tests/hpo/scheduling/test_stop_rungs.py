@@ -1,5 +1,6 @@
 """`scheduler: {type: asha}` as written: stop-type ASHA (the held-out choice of bench/search), trials stopped at rungs
-from a ninth of their length, each twice as far, through a pruner; nothing is paused or resumed."""
+from their first evaluation, each twice as far, outside the best two thirds, through a pruner; nothing is paused or
+resumed."""
 
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ def stop_study(folder, n_trials: int, **sections):
     )
 
 
-def test_asha_as_written_stops_trials_at_rungs_from_a_ninth_each_twice_as_far(tmp_path):
-    # 36 steps, an evaluation every 4: rungs at 4 (a ninth), 8, 16 and 32. The first trial is alone at each rung
-    # and runs to the end; later ones below the top half of a rung end PRUNED there, and nothing pauses.
+def test_asha_as_written_stops_trials_at_rungs_from_the_first_evaluation_each_twice_as_far(tmp_path):
+    # 36 steps, an evaluation every 4: rungs at 4 (the first evaluation), 8, 16 and 32. The first trial is alone at
+    # each rung and runs to the end; later ones outside the best two thirds of a rung end PRUNED there, and nothing
+    # pauses.
     path = stop_study(tmp_path, n_trials=8, training={"max_steps": 36, "eval_steps": 4, "save_steps": 36})
     run_study(path, workers=1, dry_run=False)
     found = sorted(trials(tmp_path), key=lambda t: t.number)
@@ -52,7 +54,7 @@ def test_asha_as_written_stops_trials_at_rungs_from_a_ninth_each_twice_as_far(tm
     spec = load_study_spec(path)
     assert spec.study.scheduler.mode == "stop" and spec.study.scheduler.reduction_factor == 2
     pruner = build_pruner(spec)
-    assert isinstance(pruner, StopRungsPruner) and pruner.first_fraction == 1 / 9
+    assert isinstance(pruner, StopRungsPruner) and (pruner.first_fraction, pruner.keep) == (0, 2 / 3)
     sampler = build_sampler(
         load_study_spec(stop_study(tmp_path / "tpe", 1, study={"sampler": {"type": "tpe"}}))
     )
@@ -128,6 +130,37 @@ def test_the_pruner_stops_the_worse_half_at_a_rung():
         )
     # Alone, the first goes on; 0.5 is below the top half of (0.9, 0.5); 0.95 is best; 0.1 is in the bottom half.
     assert decisions == [False, True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("keep", "expected"),
+    [
+        (None, [False, True, True, True, False, True]),  # 1 / reduction_factor: successive halving's half
+        (2 / 3, [False, True, False, True, False, False]),  # the default's two thirds
+        (3 / 4, [False, True, False, False, False, False]),
+    ],
+)
+def test_a_rung_keeps_the_share_it_is_given_apart_from_its_spacing(keep, expected):
+    # Each trial is judged against those that reached the rung before it: it goes on when it is among the best
+    # max(1, floor(n * keep)) of the n there. The third (0.7) is 2nd of 3: out at a half (1 kept), in at 2/3 and
+    # 3/4 (2); the fourth (0.6) is 3rd of 4: in only at 3/4 (3 kept); the sixth (0.65) is 4th of 6: out at a half (3
+    # kept), in at 2/3 and 3/4 (4). Rung values are recorded whatever the decision, for the trials after.
+    study = optuna.create_study(direction="maximize", pruner=StopRungsPruner(0.0, 2, keep=keep))
+    decisions = []
+    for value in (0.8, 0.5, 0.7, 0.6, 0.9, 0.65):
+        trial = _asked(study, {5: value}, ask_at=[])
+        decisions.append(trial.should_prune())
+        study.tell(trial, *((None, TrialState.PRUNED) if decisions[-1] else (value, TrialState.COMPLETE)))
+    assert decisions == expected
+    assert [t.system_attrs["completed_rung_0"] for t in study.trials] == [0.8, 0.5, 0.7, 0.6, 0.9, 0.65]
+
+
+def test_the_first_rung_at_fraction_zero_is_each_trials_first_evaluation():
+    pruner = StopRungsPruner(0.0, 2)
+    assert pruner.first_rung(_trial(0, 90, {5: 0.1, 10: 0.2})) == 5
+    assert pruner.first_rung(_trial(1, 180, {18: 0.1})) == 18
+    with pytest.raises(ValueError, match="keep must be in"):
+        StopRungsPruner(0.0, 2, keep=1.0)
 
 
 def _asked(study: optuna.Study, reports: dict[int, float], ask_at: list[int], **attrs) -> optuna.Trial:

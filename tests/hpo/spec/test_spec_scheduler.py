@@ -99,31 +99,28 @@ def test_asha_counts_in_the_unit_the_study_length_is_given_in(training, resource
 
 
 @pytest.mark.parametrize(
-    ("scheduler", "training", "mode", "eta", "fraction"),
+    ("scheduler", "training", "mode", "eta", "fraction", "keep"),
     [
-        ({"type": "asha"}, {}, "stop", 2, 1 / 9),  # as written: stop-type rungs from a ninth, eta 2
-        ({"type": "asha", "reduction_factor": 3}, {}, "stop", 3, 1 / 9),
-        ({"type": "asha", "mode": "stop", "min_resource": 4}, {}, "stop", 2, 4 / 36),
+        # as written: stop-type rungs from the first evaluation, eta 2, two thirds kept
+        ({"type": "asha"}, {}, "stop", 2, 0, 2 / 3),
         (
-            {"type": "asha", "min_resource": 4},
+            {"type": "asha", "reduction_factor": 3},
             {},
-            "promotion",
+            "stop",
             3,
-            None,
-        ),  # a file written for promotion keeps it
-        ({"type": "asha", "max_rungs": 1}, {}, "promotion", 3, None),
-        ({"type": "asha", "continue_in_place": False}, {}, "promotion", 3, None),
-        (
-            {"type": "asha"},
-            {"eval_strategy": "no"},
-            "promotion",
-            3,
-            None,
-        ),  # a promotion rung evaluates itself
-        ({"type": "asha", "startup_trials": 3}, {}, "stop", 2, 1 / 9),  # a setting only stopping has
+            0,
+            1 / 3,
+        ),  # by hand: successive halving's share
+        ({"type": "asha", "mode": "stop", "min_resource": 4}, {}, "stop", 2, 4 / 36, 1 / 2),
+        ({"type": "asha", "keep": 0.5}, {}, "stop", 2, 0, 0.5),  # a setting only stopping has
+        ({"type": "asha", "min_resource": 4}, {}, "promotion", 3, None, None),  # a file written for promotion
+        ({"type": "asha", "max_rungs": 1}, {}, "promotion", 3, None, None),
+        ({"type": "asha", "continue_in_place": False}, {}, "promotion", 3, None, None),
+        ({"type": "asha"}, {"eval_strategy": "no"}, "promotion", 3, None, None),  # a promotion rung evaluates
+        ({"type": "asha", "startup_trials": 3}, {}, "stop", 2, 0, 2 / 3),  # a setting only stopping has
     ],
 )
-def test_the_mode_follows_what_the_section_gives(scheduler, training, mode, eta, fraction):
+def test_the_mode_follows_what_the_section_gives(scheduler, training, mode, eta, fraction, keep):
     changes = {f"training.{key}": value for key, value in {"max_steps": 36, **training}.items()}
     spec = parse_study_spec(
         study(**{"study.scheduler": scheduler, "training.num_train_epochs": None, **changes})
@@ -137,7 +134,7 @@ def test_the_mode_follows_what_the_section_gives(scheduler, training, mode, eta,
         assert not isinstance(pruner, StopRungsPruner)
     else:
         assert isinstance(pruner, StopRungsPruner) and pruner.first_fraction == pytest.approx(fraction)
-        assert pruner.reduction_factor == eta
+        assert pruner.reduction_factor == eta and pruner.keep == pytest.approx(keep)
         assert pruner.startup_trials == scheduler.get("startup_trials", 0)
 
 
@@ -233,6 +230,12 @@ def test_a_one_epoch_training_is_refused_with_the_fix():
             "study.scheduler.startup_trials",
             "is a setting of mode stop (stopping trials at their rungs), but this scheduler pauses them",
         ),
+        (
+            {"study.scheduler": {"type": "asha", "mode": "promotion", "keep": 0.5}},
+            "study.scheduler.keep",
+            "is a setting of mode stop (stopping trials at their rungs), but this scheduler pauses them",
+        ),
+        ({"study.scheduler": {"type": "asha", "keep": 1.5}}, "study.scheduler.keep", "less than 1"),
         (  # a setting of each mode: the stop one decides, the other is refused
             {"study.scheduler": {"type": "asha", "max_rungs": 1, "startup_trials": 2}},
             "study.scheduler.max_rungs",
