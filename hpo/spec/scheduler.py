@@ -20,14 +20,15 @@ fractions of each trial's length, the first at `min_resource / max_resource` (ea
 min_resource), each next one `reduction_factor` times further (2 by default); at a rung, a trial outside the best
 `keep` of the trials that reached it stops (successive halving, asynchronous: judged against those before it). `keep`
 defaults to 2/3 on the bare default and to 1 / reduction_factor (successive halving's share) when min_resource or
-reduction_factor is given. Nothing pauses, so nothing is resumed, and the study may run `--in-process`. `startup_trials: n` stops no trial before n
-trials have completed (0 by default: ASHA's rule judges from the second trial; a study that names no pruner gets 2,
-hpo.spec.study). The study's TPE learns from every rung value
-(hpo.storage.rung_sampler). bench/search chose it on 17 recorded problems at 400 seeds each, leave one problem out,
-the smallest worst ratio to the best peer (docs/benchmarks.md, "Round 7"): where a problem's early values mislead, a
-gentle cut from the first evaluation loses fewer of the best configurations than half stopped at a ninth (the default
-until round 7), and where they rank it stops the poor ones as soon. It needs evaluations during training, as any
-pruner does.
+reduction_factor is given. Nothing pauses, so nothing is resumed, and the study may run `--in-process`.
+`startup_trials: n` stops no trial before n trials have completed (0 by default: ASHA's rule judges from the second
+trial; a study that names no pruner gets 2, hpo.spec.study). The study's TPE learns from every rung value
+(hpo.storage.rung_sampler). bench/search judged it at 400 seeds on 17 recorded problems beside the default before it
+(half kept at rungs from a ninth of the length) and two other shares and spacings (docs/benchmarks.md, "Round 7"):
+the held-out rule drops the one before (its pick in 1 % of draws of the seeds) and cannot tell this one from keeping
+3/4; this one has the smaller worst time to a top-5 % model (1.25x the best peer's) and the best average rank. Where
+early values mislead, a gentle cut at the first evaluation loses fewer of the best configurations than half stopped at
+a ninth; where they rank, it stops the poor ones sooner. It needs evaluations during training, as any pruner does.
 
 **mode promotion**: a trial trains to min_resource * reduction_factor^k (global steps, or epochs with `resource:
 epochs`), at most `max_rungs` of them, reports its objective there, saves a checkpoint and pauses;
@@ -75,10 +76,8 @@ PROMOTION_REDUCTION_FACTOR = 3
 # What only pausing and promoting has: any of them given (or min_resource, which files meant for promotion before
 # stopping became the default) makes a section without `mode` a promotion one.
 PROMOTION_FIELDS = ("min_resource", "max_rungs", "continue_in_place", "promote_underfilled", "rank_gate")
-STOP_FIELDS = (
-    "startup_trials",
-    "keep",
-)  # what only stopping has: given, a section without `mode` is a stop one
+# What only stopping has: any of them given makes a section without `mode` a stop one.
+STOP_FIELDS = ("startup_trials", "keep")
 
 
 class RankGateSpec(Section):
