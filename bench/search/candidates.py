@@ -171,7 +171,7 @@ def explored_for(problem: Problem) -> list[Method]:
     them there): most are the shipped schedule on most seeds, and a rule that takes the smallest of many near-equal
     noisy figures picks by luck (docs/benchmarks.md, "Rounds 4-5"); all were designed after the 13 were seen.
     Round 7 put round 6's three beside the schedule then shipped in a pool of their own at 400 seeds (`report.py
-    --pool`), and "gentle rungs from 1st eval (keep 2/3 x2)" is what `scheduler: {type: asha}` runs since."""
+    --pool`), and "gentle rungs from 1st eval (keep 3/4 x2)" is what `scheduler: {type: asha}` runs since."""
     ninth = at_evaluation(problem, math.ceil(problem.steps / problem.eta**2))
     return [
         # Round 4 (issue 36's "adapt the rung from what the study sees"): the round-3 pick's cut (eta 2), its first rung

@@ -233,13 +233,13 @@ def methods_for(problem: Problem) -> list[Method]:
         ),
         shipped(
             problem
-        ),  # hpo's default since round 7: stop-type rungs from the first evaluation, x2, 2/3 kept
+        ),  # hpo's default since round 7: stop-type rungs from the first evaluation, x2, 3/4 kept
         no_pruner_named(),
     ]
 
 
 # What `scheduler: {type: asha}` does (hpo.spec.scheduler: mode stop, round 7's held-out pick at 400 seeds "gentle
-# rungs from 1st eval (keep 2/3 x2)", bench/search/candidates.py), and what a study that names no pruner gets when it
+# rungs from 1st eval (keep 3/4 x2)", bench/search/candidates.py), and what a study that names no pruner gets when it
 # evaluates during training. Runs stored before round 7 (2026-12-02) hold under this name the schedule before it,
 # rounds 1-3's pick "stop-type rungs from 1/9 (eta 2)" (the same runs seed for seed); before that one promotion rung
 # past a ninth ("mftpe+asha-ninth"); before that the same rung at the first evaluation ("mftpe+asha-first-eval");

@@ -1,5 +1,5 @@
 """`scheduler: {type: asha}` as written: stop-type ASHA (the held-out choice of bench/search), trials stopped at rungs
-from their first evaluation, each twice as far, outside the best two thirds, through a pruner; nothing is paused or
+from their first evaluation, each twice as far, outside the best three quarters, through a pruner; nothing is paused or
 resumed."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def stop_study(folder, n_trials: int, **sections):
 
 def test_asha_as_written_stops_trials_at_rungs_from_the_first_evaluation_each_twice_as_far(tmp_path):
     # 36 steps, an evaluation every 4: rungs at 4 (the first evaluation), 8, 16 and 32. The first trial is alone at
-    # each rung and runs to the end; later ones outside the best two thirds of a rung end PRUNED there, and nothing
+    # each rung and runs to the end; later ones outside the best three quarters of a rung end PRUNED there, and nothing
     # pauses.
     path = stop_study(tmp_path, n_trials=8, training={"max_steps": 36, "eval_steps": 4, "save_steps": 36})
     run_study(path, workers=1, dry_run=False)
@@ -54,7 +54,7 @@ def test_asha_as_written_stops_trials_at_rungs_from_the_first_evaluation_each_tw
     spec = load_study_spec(path)
     assert spec.study.scheduler.mode == "stop" and spec.study.scheduler.reduction_factor == 2
     pruner = build_pruner(spec)
-    assert isinstance(pruner, StopRungsPruner) and (pruner.first_fraction, pruner.keep) == (0, 2 / 3)
+    assert isinstance(pruner, StopRungsPruner) and (pruner.first_fraction, pruner.keep) == (0, 3 / 4)
     sampler = build_sampler(
         load_study_spec(stop_study(tmp_path / "tpe", 1, study={"sampler": {"type": "tpe"}}))
     )
@@ -136,8 +136,8 @@ def test_the_pruner_stops_the_worse_half_at_a_rung():
     ("keep", "expected"),
     [
         (None, [False, True, True, True, False, True]),  # 1 / reduction_factor: successive halving's half
-        (2 / 3, [False, True, False, True, False, False]),  # the default's two thirds
-        (3 / 4, [False, True, False, False, False, False]),
+        (2 / 3, [False, True, False, True, False, False]),
+        (3 / 4, [False, True, False, False, False, False]),  # the default's three quarters
     ],
 )
 def test_a_rung_keeps_the_share_it_is_given_apart_from_its_spacing(keep, expected):

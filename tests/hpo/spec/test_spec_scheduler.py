@@ -101,8 +101,8 @@ def test_asha_counts_in_the_unit_the_study_length_is_given_in(training, resource
 @pytest.mark.parametrize(
     ("scheduler", "training", "mode", "eta", "fraction", "keep"),
     [
-        # as written: stop-type rungs from the first evaluation, eta 2, two thirds kept
-        ({"type": "asha"}, {}, "stop", 2, 0, 2 / 3),
+        # as written: stop-type rungs from the first evaluation, eta 2, three quarters kept
+        ({"type": "asha"}, {}, "stop", 2, 0, 3 / 4),
         (
             {"type": "asha", "reduction_factor": 3},
             {},
@@ -117,7 +117,7 @@ def test_asha_counts_in_the_unit_the_study_length_is_given_in(training, resource
         ({"type": "asha", "max_rungs": 1}, {}, "promotion", 3, None, None),
         ({"type": "asha", "continue_in_place": False}, {}, "promotion", 3, None, None),
         ({"type": "asha"}, {"eval_strategy": "no"}, "promotion", 3, None, None),  # a promotion rung evaluates
-        ({"type": "asha", "startup_trials": 3}, {}, "stop", 2, 0, 2 / 3),  # a setting only stopping has
+        ({"type": "asha", "startup_trials": 3}, {}, "stop", 2, 0, 3 / 4),  # a setting only stopping has
     ],
 )
 def test_the_mode_follows_what_the_section_gives(scheduler, training, mode, eta, fraction, keep):
