@@ -197,10 +197,10 @@ def judges_of(problems: dict[str, dict[str, list[RunFigures]]], peers: list[str]
     return [p for p in peers if min(len(problems[n][p]) for n in problems) >= RATIO_MIN_SEEDS]
 
 
-def rule_pick(folder: Path, with_explored: bool = False, pool: list[str] | None = None) -> str:
+def rule_pick(folder: Path, with_explored: bool = False) -> str:
     """The candidate the held-out rule picks on every problem in `folder` (what it would ship)."""
     problems, budgets, _ = gather(folder)
-    peers, candidates, _ = split(problems, with_explored, pool)
+    peers, candidates, _ = split(problems, with_explored)
     return heldout.choose(problems, budgets, candidates, judges_of(problems, peers))
 
 

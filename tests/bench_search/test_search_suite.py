@@ -58,6 +58,20 @@ def test_leave_one_out_never_judges_a_candidate_on_the_problem_it_was_chosen_on(
     assert heldout.choose(problems, budgets, ["A", "B"], ["peer"]) == "B"
 
 
+def test_a_named_pool_replaces_the_rules_candidates_and_must_have_run_everywhere():
+    problems = {
+        "p1": {"peer": runs(0.2, 10.0), "hpo: A": runs(0.2, 10.0), "hpo: B": runs(0.3, 10.0)},
+        "p2": {"peer": runs(0.2, 10.0), "hpo: A": runs(0.2, 10.0)},
+    }
+    assert report.split(problems)[1] == ["hpo: A"]  # only what ran on every problem
+    assert report.split(problems, pool=["hpo: A", "peer"])[1] == ["hpo: A", "peer"]
+    with pytest.raises(SystemExit, match="--pool: hpo: B did not run on every problem"):
+        report.split(problems, pool=["hpo: A", "hpo: B"])
+    # folders without the default before issue 36 (the 400-seed runs) show only what ships and the held-out pick
+    assert report.ours_shown(problems) == [report.SHIPPED_LABEL, report.DEFAULT]
+    assert report.ours_shown({"p": {CURRENT: runs(0.2, 1.0)}})[0] == report.BEFORE
+
+
 def test_pick_shares_split_between_equal_candidates_and_go_whole_to_a_clearly_better_one():
     # Each seed's time to q95 varies; A and B have the same seeds' figures (a tie the rule breaks by luck of the
     # draw), C is twice as slow on every seed.
