@@ -26,6 +26,7 @@ from hpo.spec import FieldProblem, StudySpec, metric_key
 from hpo.storage.best import best_complete_trial
 from hpo.storage.database import create_storage, dispose_connections, unwrap_rdb
 from hpo.storage.outage import ride
+from hpo.storage.rung_rule import check_rung_rule
 from hpo.storage.rung_sampler import RungTPESampler
 from hpo.storage.sqlite_reads import reading
 from hpo.storage.stop_rungs import StopRungsPruner
@@ -102,11 +103,12 @@ def open_study(spec: StudySpec, *, storage: str | None = None, worker_index: int
     )  # SQLite in WAL mode with busy timeouts, or PostgreSQL (hpo.storage.database)
     directions = list(spec.study.directions or [])
     existing = started_trial_count(backend, spec.study.name)
+    pruner = build_pruner(spec)
     study = optuna.create_study(
         storage=backend,
         study_name=spec.study.name,
         sampler=build_sampler(spec, seed_offset=seed_offset(worker_index, existing)),
-        pruner=build_pruner(spec),
+        pruner=pruner,
         directions=directions,
         load_if_exists=True,
     )
@@ -116,6 +118,7 @@ def open_study(spec: StudySpec, *, storage: str | None = None, worker_index: int
             f"study.direction: the stored study '{spec.study.name}' in {redact(url)} optimises {stored}, the file says "
             f"{directions}; use another study.name or --storage"
         )
+    check_rung_rule(study, spec, pruner, redact(url))
     for params in spec.study.enqueue:
         study.enqueue_trial(dict(params), skip_if_exists=True)
     return study
@@ -136,12 +139,15 @@ def open_worker_study(
     fresh run then draws the same points run after run); None counts them now (a restarted worker, `hpo worker`)."""
     storage = create_storage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
     existing = started_trial_count(storage, spec.study.name) if started_before is None else started_before
-    return optuna.load_study(
+    pruner = build_pruner(spec)
+    study = optuna.load_study(
         study_name=spec.study.name,
         storage=storage,
         sampler=build_sampler(spec, seed_offset=seed_offset(worker_index, existing)),
-        pruner=build_pruner(spec),
+        pruner=pruner,
     )
+    check_rung_rule(study, spec, pruner, redact(url))  # `hpo worker` with another file than the study began with
+    return study
 
 
 def load_existing_study(spec: StudySpec, storage: str | None = None) -> optuna.Study:

@@ -1,0 +1,116 @@
+"""The rung rule a study's recorded rung values were taken under, kept with the study and checked when it is opened
+again.
+
+Why: a stop-type rung rule records each trial's value at rung n under `completed_rung_<n>` (hpo.storage.stop_rungs,
+Optuna's successive halving and Hyperband), and later trials are judged against those values as if they were taken
+where the rule now puts rung n. A study file whose rungs changed between two runs of one study (another
+`min_resource`, `reduction_factor` or `keep`, or hpo's default ASHA rungs, which moved on 2026-12-02) would compare a
+trial at its first evaluation with values others had at a ninth of their length, and stop the wrong trials without a
+word. So the rule a study begins under is stored with it (`RULE_ATTR`), and a run whose file gives another is refused
+naming the field, as a changed direction is.
+
+A study begun before the rule was stored has none: its recorded values are checked against what the file's stop-type
+rungs would have recorded (the value each trial reported at each of its rungs), and a study most of whose checked
+trials disagree is refused the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.errors import ConfigError
+from hpo.spec.study import StudySpec
+from hpo.storage.attempts import REQUEUED_FROM
+from hpo.storage.stop_rungs import RUNG_KEY, StopRungsPruner
+
+RULE_ATTR = "hpo:rung_rule"  # study system attribute: `rung_rule(spec)` of the run that first recorded a rung
+LEGACY_SAMPLE = 20  # recorded trials checked in a study begun before the rule was stored (the latest ones)
+# Optuna's pruners whose rung values are recorded under RUNG_KEY, and the options that place their rungs.
+RUNG_OPTIONS = {
+    "successive_halving": ("min_resource", "reduction_factor", "min_early_stopping_rate"),
+    "hyperband": ("min_resource", "max_resource", "reduction_factor"),
+}
+
+
+def rung_rule(spec: StudySpec) -> str | None:
+    """Where the study file's pruner takes its rung values, in words; None for a pruner that records none."""
+    scheduler = spec.study.scheduler
+    if scheduler is not None and spec.stops_at_rungs():
+        return (
+            f"stop-type rungs from {scheduler.first_fraction():g} of each trial's length (0: its first evaluation), "
+            f"each {scheduler.reduction_factor} times as far, keep {scheduler.keep:g}"
+        )
+    pruner = spec.study.pruner
+    if pruner is None or pruner.type not in RUNG_OPTIONS:
+        return None
+    options = ", ".join(f"{name} {pruner.options.get(name, 'default')}" for name in RUNG_OPTIONS[pruner.type])
+    return f"Optuna's {pruner.type} pruner: {options}"
+
+
+def check_rung_rule(
+    study: optuna.Study, spec: StudySpec, pruner: optuna.pruners.BasePruner, where: str
+) -> None:
+    """Store the file's rung rule with a study that has recorded no rung yet; refuse a run whose rule differs from
+    the one the study's rung values were recorded under (ConfigError, exit 2)."""
+    rule = rung_rule(spec)
+    if rule is None:
+        return  # this pruner reads no recorded rung; the stored rule waits for a file that does
+    storage, study_id = study._storage, study._study_id  # noqa: SLF001 - Optuna's study-level attributes
+    stored = storage.get_study_system_attrs(study_id).get(RULE_ATTR)
+    if stored == rule:
+        return
+    trials = study.get_trials(
+        deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+    )
+    recorded = [t for t in trials if f"{RUNG_KEY}0" in t.system_attrs]
+    if recorded and stored is not None:
+        raise ConfigError(
+            f"{field_of(spec)}: the stored study '{spec.study.name}' in {where} recorded its rung values under "
+            f"{stored}; the file now gives {rule}. Give the rungs the study began with, or use another study.name "
+            "or --storage"
+        )
+    if recorded and recorded_elsewhere(recorded, pruner):
+        raise ConfigError(
+            f"{field_of(spec)}: the stored study '{spec.study.name}' in {where} recorded its rung values at other "
+            f"steps than {rule}. Give the rungs it began with (hpo's default before 2026-12-02: scheduler: "
+            "{type: asha, mode: stop, min_resource: <a ninth of the length>, reduction_factor: 2}), or use another "
+            "study.name or --storage"
+        )
+    storage.set_study_system_attr(study_id, RULE_ATTR, rule)
+
+
+def field_of(spec: StudySpec) -> str:
+    return "study.scheduler" if spec.stops_at_rungs() else "study.pruner"
+
+
+def recorded_elsewhere(recorded: Sequence[FrozenTrial], pruner: optuna.pruners.BasePruner) -> bool:
+    """Whether most of the latest trials that recorded rung values (first attempts only: a retry's reports start
+    where it resumed) hold values other than `pruner`'s stop-type rungs would have recorded. Only hpo's own
+    stop-type rungs are checked; another pruner's rungs are taken on trust."""
+    if not isinstance(pruner, StopRungsPruner):
+        return False
+    checked = [t for t in recorded if REQUEUED_FROM not in t.user_attrs][-LEGACY_SAMPLE:]
+    verdicts = [v for t in checked if (v := agrees(t, pruner)) is not None]
+    disagreeing = verdicts.count(False)
+    return disagreeing >= 2 and disagreeing > len(verdicts) / 2
+
+
+def agrees(trial: FrozenTrial, pruner: StopRungsPruner) -> bool | None:
+    """Whether each rung value the trial recorded is its report at that rung under `pruner`; None if it cannot tell
+    (no length, or a rung past its reports)."""
+    first = pruner.first_rung(trial)
+    if first is None:
+        return None
+    steps = sorted(trial.intermediate_values)
+    rung = 0
+    while (key := f"{RUNG_KEY}{rung}") in trial.system_attrs:
+        at = next((step for step in steps if step >= first * pruner.reduction_factor**rung), None)
+        if at is None:
+            return None
+        if trial.intermediate_values[at] != trial.system_attrs[key]:
+            return False
+        rung += 1
+    return True

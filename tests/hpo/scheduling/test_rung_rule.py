@@ -1,0 +1,105 @@
+"""A study resumed with other stop-type rungs than its rung values were recorded under is refused, naming the field:
+its trials would be judged against values taken at other steps (hpo.storage.rung_rule)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+
+import optuna
+import pytest
+from scheduler_support import trials
+from study_task import write_study
+
+from hpo.errors import ConfigError
+from hpo.spec import load_study_spec
+from hpo.storage.rung_rule import RULE_ATTR
+from hpo.storage.study_db import open_study
+from hpo.study import run_study
+
+# 36 steps, an evaluation every 4: hpo's default rungs at 4, 8, 16 and 32; the rule of the default before 2026-12-02,
+# written out (docs/studies.md), with its first rung at 8 of 36 steps: rungs at 8, 16 and 32.
+TRAINING = {"max_steps": 36, "eval_steps": 4, "save_steps": 36}
+OLD_DEFAULT = {"type": "asha", "mode": "stop", "min_resource": 8, "reduction_factor": 2}
+
+
+def study_file(folder, scheduler, n_trials):
+    return write_study(
+        folder,
+        study={"n_trials": n_trials, "scheduler": scheduler, "sampler": {"type": "random", "seed": 0}},
+        training=TRAINING,
+        resources={"heartbeat_interval": 1, "grace_period": 3},
+    )
+
+
+def stored_rule(folder) -> str | None:
+    study = optuna.load_study(study_name="test", storage=f"sqlite:///{folder / 'out' / 'study.db'}")
+    return study._storage.get_study_system_attrs(study._study_id).get(RULE_ATTR)  # noqa: SLF001 - no public read
+
+
+def forget_rule(folder) -> None:
+    """The study as a version of hpo before the rule was stored left it."""
+    with sqlite3.connect(folder / "out" / "study.db") as db:
+        db.execute("DELETE FROM study_system_attributes WHERE key = ?", (RULE_ATTR,))
+
+
+def test_a_study_resumed_with_other_rungs_is_refused_and_with_its_own_goes_on(tmp_path):
+    run_study(study_file(tmp_path, {"type": "asha"}, 4), workers=1, dry_run=False)
+    assert stored_rule(tmp_path) == (
+        "stop-type rungs from 0 of each trial's length (0: its first evaluation), each 2 times as far, keep 0.75"
+    )
+    changed = study_file(tmp_path, {"type": "asha", "keep": 0.5}, 6)
+    with pytest.raises(ConfigError) as refused:
+        run_study(changed, workers=1, dry_run=False)
+    message = str(refused.value)
+    assert refused.value.exit_code == 2 and "\n" not in message
+    assert message.startswith("study.scheduler: the stored study 'test'")
+    assert "keep 0.75; the file now gives" in message and message.rstrip().endswith(
+        "keep 0.5. Give the rungs the study began with, or use another study.name or --storage"
+    )
+    assert len(trials(tmp_path)) == 4  # nothing ran under the changed rule
+    run_study(study_file(tmp_path, {"type": "asha"}, 6), workers=1, dry_run=False)
+    assert len(trials(tmp_path)) == 6
+
+
+def test_a_rule_changed_before_any_rung_was_recorded_is_taken(tmp_path):
+    open_study(load_study_spec(study_file(tmp_path, {"type": "asha"}, 2)))  # created, no trial has run
+    assert stored_rule(tmp_path).endswith("keep 0.75")
+    run_study(study_file(tmp_path, {"type": "asha", "keep": 0.5}, 2), workers=1, dry_run=False)
+    assert stored_rule(tmp_path).endswith("keep 0.5")
+
+
+def test_a_study_begun_under_the_old_default_rungs_is_refused_by_the_cli_in_one_line(tmp_path):
+    run_study(study_file(tmp_path, OLD_DEFAULT, 5), workers=1, dry_run=False)
+    recorded = [t for t in trials(tmp_path) if "completed_rung_0" in t.system_attrs]
+    assert len(recorded) == 5 and all(
+        t.system_attrs["completed_rung_0"] == t.intermediate_values[8] for t in recorded
+    )
+    forget_rule(tmp_path)
+    assert stored_rule(tmp_path) is None
+    upgraded = study_file(tmp_path, {"type": "asha"}, 8)
+    done = subprocess.run(
+        [sys.executable, "-m", "hpo.cli", "run", str(upgraded)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert (
+        len(lines) == 1 and "recorded its rung values at other steps than stop-type rungs from 0" in lines[0]
+    )
+    assert "before 2026-12-02: scheduler: {type: asha, mode: stop, min_resource: <a ninth" in lines[0]
+    assert len(trials(tmp_path)) == 5
+
+
+def test_a_study_begun_before_the_rule_was_stored_goes_on_under_the_same_rungs(tmp_path):
+    run_study(study_file(tmp_path, OLD_DEFAULT, 4), workers=1, dry_run=False)
+    forget_rule(tmp_path)
+    run_study(study_file(tmp_path, OLD_DEFAULT, 6), workers=1, dry_run=False)
+    assert len(trials(tmp_path)) == 6
+    assert stored_rule(tmp_path) == (
+        "stop-type rungs from 0.222222 of each trial's length (0: its first evaluation), each 2 times as far, keep 0.5"
+    )
