@@ -14,7 +14,8 @@ methods.py    the methods compared (sampler + pruner, or sampler + promotion ASH
 figures.py    time to target, best at fractions of the budget, compute; medians and IQR over seeds
 run.py        one problem's table, every method
 candidates.py hpo's candidate defaults (rung placement, rung count, gate, Hyperband-style brackets)
-adaptive_rungs.py, early_ranks.py, random_share.py, model_or_random.py, keep_rungs.py   rounds 4-6's candidates (outside the rule's pool)
+adaptive_rungs.py, early_ranks.py, random_share.py, model_or_random.py, keep_rungs.py, ranked_keep.py   rounds 4-8's
+              candidates (outside the rule's pool unless `report.py --pool` names them)
 suite.py      every method on every recorded problem, many seeds, in parallel (runs/suite/<problem>.json)
 heldout.py    held-out selection of hpo's default (leave one problem out) and the ranks
 report.py     the suite's tables

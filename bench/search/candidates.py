@@ -171,7 +171,8 @@ def explored_for(problem: Problem) -> list[Method]:
     them there): most are the shipped schedule on most seeds, and a rule that takes the smallest of many near-equal
     noisy figures picks by luck (docs/benchmarks.md, "Rounds 4-5"); all were designed after the 13 were seen.
     Round 7 put round 6's three beside the schedule then shipped in a pool of their own at 400 seeds (`report.py
-    --pool`), and "gentle rungs from 1st eval (keep 3/4 x2)" is what `scheduler: {type: asha}` runs since."""
+    --pool`), and "gentle rungs from 1st eval (keep 3/4 x2)" is what `scheduler: {type: asha}` runs since. Round 8
+    (ranked_keep.py, and the shipped rungs under Optuna's TPE) left it in place (docs/benchmarks.md, "Round 8")."""
     ninth = at_evaluation(problem, math.ceil(problem.steps / problem.eta**2))
     return [
         # Round 4 (issue 36's "adapt the rung from what the study sees"): the round-3 pick's cut (eta 2), its first rung
@@ -208,7 +209,25 @@ def explored_for(problem: Problem) -> list[Method]:
         keep("hpo: gentle rungs from 1st eval (keep 2/3 x2)", 2 / 3, 2),
         keep("hpo: gentle rungs from 1st eval (keep 3/4 x2)", 3 / 4, 2),
         keep("hpo: gentle rungs from 1st eval (keep 2/3 x3)", 2 / 3, 3),
+        # Round 8: the share kept at each rung set by how well the rung's values rank the values four times further
+        # on among the trials so far (ranked_keep.py): a harder cut where they rank, none where they do not.
+        ranked("hpo: ranked keep 1/2 | 3/4 | all", {}),
+        ranked("hpo: ranked keep 1/3 | 3/4 | all", {"high_keep": 1 / 3}),
+        ranked("hpo: ranked keep 1/2 | 3/4 | 7/8 (0.7/0.4)", {"low_keep": 7 / 8, "high": 0.7, "low": 0.4}),
+        # and the default's rungs, and the ranked ones, under Optuna's TPE as it is (learning from finished and
+        # stopped trials only), not the multi-fidelity TPE that learns from rung values.
+        Method(
+            "hpo: gentle rungs from 1st eval (keep 3/4 x2) plain TPE",
+            "study",
+            keep_rungs={"keep": 3 / 4, "spacing": 2},
+            multi_fidelity=False,
+        ),
+        Method("hpo: ranked keep 1/3 | 3/4 | all plain TPE", "study", ranked_keep={"high_keep": 1 / 3}),
     ]
+
+
+def ranked(name: str, options: dict[str, object]) -> Method:
+    return Method(name, "study", ranked_keep=options, multi_fidelity=True)
 
 
 def keep(name: str, share: float, spacing: int) -> Method:

@@ -20,6 +20,7 @@ from bench.search.early_ranks import EarlyRanksPruner, EarlyRanksSampler
 from bench.search.keep_rungs import KeepRungsPruner
 from bench.search.problems import Problem
 from bench.search.random_share import RandomShareSampler
+from bench.search.ranked_keep import RankedKeepPruner
 from hpo.scheduling.rank_gate import RankGate
 from hpo.spec import StudySpec, parse_study_spec
 from hpo.spec.optuna_parts import PrunerSpec, SamplerSpec
@@ -58,6 +59,9 @@ class Method:
     # Stop-type rungs from the first evaluation keeping a share apart from their spacing (keep_rungs.py):
     # {"keep", "spacing"}.
     keep_rungs: dict[str, Any] | None = None
+    # Rungs from the first evaluation whose share kept follows how well the rung ranks the values further on
+    # (ranked_keep.py): the pruner's keyword arguments.
+    ranked_keep: dict[str, Any] | None = None
 
     @property
     def stops(self) -> bool:
@@ -69,6 +73,7 @@ class Method:
             or self.adaptive is not None
             or self.early_ranks is not None
             or self.keep_rungs is not None
+            or self.ranked_keep is not None
         )
 
     @property
@@ -96,6 +101,8 @@ class Method:
             return EarlyRanksPruner(**self.early_rule)
         if self.keep_rungs is not None:
             return KeepRungsPruner(**self.keep_rungs)
+        if self.ranked_keep is not None:
+            return RankedKeepPruner(**self.ranked_keep)
         if self.hpo_chooses:
             return build_pruner(with_scheduler(spec, None))
         if self.scheduler is not None:

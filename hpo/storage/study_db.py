@@ -146,7 +146,8 @@ def open_worker_study(
         sampler=build_sampler(spec, seed_offset=seed_offset(worker_index, existing)),
         pruner=pruner,
     )
-    check_rung_rule(study, spec, pruner, redact(url))  # `hpo worker` with another file than the study began with
+    # `hpo worker` with another file than the one the study began with
+    check_rung_rule(study, spec, pruner, redact(url))
     return study
 
 

@@ -1,0 +1,76 @@
+"""Round 8's candidate on a real Optuna study: the share kept at a rung follows how well the rung's values rank the
+values four times further on (bench/search/ranked_keep.py)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from bench.search.ranked_keep import RankedKeepPruner
+from hpo.storage.stop_rungs import LENGTH_ATTR
+
+LENGTH = (
+    200  # an evaluation every 10 steps: rungs at 10, 20, 40, 80, 160; the values at 10 pair with those at 40
+)
+STEPS = list(range(10, LENGTH + 1, 10))
+
+
+def complete(study: optuna.Study, curve: dict[int, float]) -> None:
+    trial = study.ask()
+    trial.set_user_attr(LENGTH_ATTR, LENGTH)
+    for step, value in curve.items():
+        trial.report(value, step)
+    study.tell(trial, curve[LENGTH])
+
+
+def stopped_at(study: optuna.Study, pruner: RankedKeepPruner, value: float) -> int | None:
+    """A new trial reporting `value` at every evaluation: the step it is stopped at, or None."""
+    trial = study.ask()
+    trial.set_user_attr(LENGTH_ATTR, LENGTH)
+    for step in STEPS:
+        trial.report(value, step)
+        if pruner.prune(study, study._storage.get_trial(trial._trial_id)):  # noqa: SLF001 - the pruner's view
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            return step
+    study.tell(trial, value)
+    return None
+
+
+@pytest.fixture
+def study() -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(direction="maximize")
+
+
+def ranking(quality: float) -> dict[int, float]:
+    return {step: quality + step / 10_000 for step in STEPS}
+
+
+def crossing(quality: float) -> dict[int, float]:
+    """Worst at the first evaluation what is best from the third on."""
+    return {step: (1 - quality if step < 30 else quality) for step in STEPS}
+
+
+QUALITIES = [0.1 * q for q in range(1, 9)]  # eight trials: the pairs it needs
+
+
+def test_where_the_rung_ranks_what_follows_it_keeps_half(study: optuna.Study) -> None:
+    for quality in QUALITIES:
+        complete(study, ranking(quality))
+    # 0.35 at the first evaluation: 6th of 9, inside three quarters (6) but outside half (4)
+    assert stopped_at(study, RankedKeepPruner(), 0.35) == 10
+    assert stopped_at(study, RankedKeepPruner(high=1.01), 0.35) is None  # the rule's middle share: 3/4
+
+
+def test_where_the_rung_misranks_what_follows_it_no_trial_stops_there(study: optuna.Study) -> None:
+    for quality in QUALITIES:
+        complete(study, crossing(quality))
+    # the worst value goes on past the rungs at 10 and 20, whose values rank the later ones backwards, and stops at
+    # 40, whose values rank the ones at 160 (keep half there)
+    assert stopped_at(study, RankedKeepPruner(), 0.0) == 40
+
+
+def test_before_enough_pairs_the_default_share_judges(study: optuna.Study) -> None:
+    for quality in QUALITIES[:4]:
+        complete(study, crossing(quality))
+    assert stopped_at(study, RankedKeepPruner(), 0.0) == 10  # 5th of 5: outside three quarters (3)
