@@ -139,16 +139,12 @@ def open_worker_study(
     fresh run then draws the same points run after run); None counts them now (a restarted worker, `hpo worker`)."""
     storage = create_storage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
     existing = started_trial_count(storage, spec.study.name) if started_before is None else started_before
-    pruner = build_pruner(spec)
-    study = optuna.load_study(
+    return optuna.load_study(
         study_name=spec.study.name,
         storage=storage,
         sampler=build_sampler(spec, seed_offset=seed_offset(worker_index, existing)),
-        pruner=pruner,
+        pruner=build_pruner(spec),
     )
-    # `hpo worker` with another file than the one the study began with
-    check_rung_rule(study, spec, pruner, redact(url))
-    return study
 
 
 def load_existing_study(spec: StudySpec, storage: str | None = None) -> optuna.Study:
