@@ -16,6 +16,9 @@ from bench.search.problems import PROBLEMS, Problem
 from hpo.scheduling.asha import rung_levels
 from hpo.scheduling.rank_gate import RankGate
 
+# `scheduler: {type: asha}` with `sampler: {type: tpe, multi_fidelity: false}`, built by hpo (round 8)
+SHIPPED_OPTUNA_TPE = "hpo: asha as written, Optuna's TPE"
+
 
 def at_evaluation(problem: Problem, step: int) -> int:
     """The first recorded evaluation at or after `step` (a rung can only act where the study evaluates)."""
@@ -223,6 +226,9 @@ def explored_for(problem: Problem) -> list[Method]:
             multi_fidelity=False,
         ),
         Method("hpo: ranked keep 1/3 | 3/4 | all plain TPE", "study", ranked_keep={"high_keep": 1 / 3}),
+        # the same as `hpo run` builds it from `scheduler: {type: asha}` and `sampler: {multi_fidelity: false}`
+        # (for real.py; its simulated runs equal the plain TPE candidate's seed for seed)
+        Method(SHIPPED_OPTUNA_TPE, "study", scheduler={"type": "asha"}, multi_fidelity=False),
     ]
 
 

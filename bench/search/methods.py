@@ -77,6 +77,18 @@ class Method:
         )
 
     @property
+    def simulated_only(self) -> bool:
+        """Whether the method's pruner or sampler is bench/search's own (rounds 4-8's candidates), which no study
+        file section builds: it runs in the simulator, not under `hpo run` (real.py, crosscheck.py)."""
+        return (
+            self.adaptive is not None
+            or self.early_ranks is not None
+            or self.keep_rungs is not None
+            or self.ranked_keep is not None
+            or self.random_share > 0
+        )
+
+    @property
     def early_rule(self) -> dict[str, Any]:
         """early_ranks.py's rule (pairs, min_correlation), without the method's choice of sampler."""
         return {k: v for k, v in (self.early_ranks or {}).items() if k != "random"}

@@ -184,7 +184,14 @@ def main() -> None:
     known = {m.name: m for m in methods_for(recording.problem)} | methods_of(
         options.problem
     )  # suite names too
-    methods = [known[name] for name in options.methods.split(",")]
+    names = options.methods.split(",")
+    if unknown := [name for name in names if name not in known]:
+        parser.error(f"--methods: unknown {unknown}; known: {', '.join(sorted(known))}")
+    methods = [known[name] for name in names]
+    if simulated := [m.name for m in methods if m.simulated_only]:
+        parser.error(
+            f"--methods: {simulated} use bench/search's own pruner or sampler and run in the simulator only"
+        )
     budget_s = budget_of(recording)
     factor = speed_factor(recording)
     costs = Costs.of(recording)

@@ -4,6 +4,10 @@ limit instead of n_trials."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from bench.search.methods import methods_for
@@ -11,6 +15,8 @@ from bench.search.problems import PROBLEMS
 from bench.search.real import START_ALLOWANCE_S, write_study
 from hpo.spec import load_study_spec
 from hpo.storage.study_db import build_sampler, seed_offset
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("problem_name", ["digits", "minilm-lora"])
@@ -38,3 +44,34 @@ def test_the_written_study_runs_the_simulated_method(problem_name, tmp_path):
         assert spec.study.n_trials is None and spec.study.timeout == 20.0 + START_ALLOWANCE_S
         assert spec.study.enqueue == []
         assert {**spec_of_file.training, **problem.training}.items() <= spec.training.items()
+
+
+def test_a_method_with_bench_searchs_own_pruner_is_refused_for_real_not_run_without_one():
+    # rounds 4-8's candidates stop trials with a pruner no study file section builds: written as a study, they would
+    # run unpruned under their name
+    done = subprocess.run(
+        [
+            sys.executable,
+            "bench/search/real.py",
+            "--problem",
+            "breast-cancer",
+            "--methods",
+            "TPE,hpo: gentle rungs from 1st eval (keep 3/4 x2)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert (
+        "--methods: ['hpo: gentle rungs from 1st eval (keep 3/4 x2)'] use bench/search's own" in done.stderr
+    )
+    typo = subprocess.run(
+        [sys.executable, "bench/search/real.py", "--problem", "breast-cancer", "--methods", "TPE + SHH"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert typo.returncode == 2 and "--methods: unknown ['TPE + SHH']" in typo.stderr
