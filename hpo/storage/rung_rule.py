@@ -16,7 +16,8 @@ trials disagree is refused the same way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -26,7 +27,9 @@ from hpo.spec.study import StudySpec
 from hpo.storage.attempts import REQUEUED_FROM
 from hpo.storage.stop_rungs import RUNG_KEY, StopRungsPruner
 
-RULE_ATTR = "hpo:rung_rule"  # study system attribute: `rung_rule(spec)` of the run that first recorded a rung
+RULE_ATTR = (
+    "hpo:rung_rule"  # study system attribute: `rung_rule(spec)` (JSON) of the run that first recorded a rung
+)
 LEGACY_SAMPLE = 20  # recorded trials checked in a study begun before the rule was stored (the latest ones)
 # Optuna's pruners whose rung values are recorded under RUNG_KEY, and the options that place their rungs.
 RUNG_OPTIONS = {
@@ -35,19 +38,34 @@ RUNG_OPTIONS = {
 }
 
 
-def rung_rule(spec: StudySpec) -> str | None:
-    """Where the study file's pruner takes its rung values, in words; None for a pruner that records none."""
+def rung_rule(spec: StudySpec) -> dict[str, Any] | None:
+    """What places the study file's rung values (stored as JSON and compared as data, so rewording `describe` does
+    not refuse a study); None for a pruner that records none."""
     scheduler = spec.study.scheduler
     if scheduler is not None and spec.stops_at_rungs():
-        return (
-            f"stop-type rungs from {scheduler.first_fraction():g} of each trial's length (0: its first evaluation), "
-            f"each {scheduler.reduction_factor} times as far, keep {scheduler.keep:g}"
-        )
+        return {
+            "rungs": "stop",
+            "first_fraction": scheduler.first_fraction(),
+            "reduction_factor": scheduler.reduction_factor,
+            "keep": scheduler.keep,
+        }
     pruner = spec.study.pruner
     if pruner is None or pruner.type not in RUNG_OPTIONS:
         return None
-    options = ", ".join(f"{name} {pruner.options.get(name, 'default')}" for name in RUNG_OPTIONS[pruner.type])
-    return f"Optuna's {pruner.type} pruner: {options}"
+    return {"rungs": pruner.type, **{name: pruner.options.get(name) for name in RUNG_OPTIONS[pruner.type]}}
+
+
+def describe(rule: Mapping[str, Any]) -> str:
+    """The rule in the words of an error message."""
+    if rule.get("rungs") == "stop":
+        return (
+            f"stop-type rungs from {rule['first_fraction']:g} of each trial's length (0: its first evaluation), "
+            f"each {rule['reduction_factor']} times as far, keep {rule['keep']:g}"
+        )
+    options = ", ".join(
+        f"{name} {'default' if v is None else v}" for name, v in rule.items() if name != "rungs"
+    )
+    return f"Optuna's {rule.get('rungs')} pruner: {options}"
 
 
 def check_rung_rule(
@@ -69,13 +87,13 @@ def check_rung_rule(
     if recorded and stored is not None:
         raise ConfigError(
             f"{field_of(spec)}: the stored study '{spec.study.name}' in {where} recorded its rung values under "
-            f"{stored}; the file now gives {rule}. Give the rungs the study began with, or use another study.name "
+            f"{describe(stored)}; the file now gives {describe(rule)}. Give the rungs the study began with, or use another study.name "
             "or --storage"
         )
     if recorded and recorded_elsewhere(recorded, pruner):
         raise ConfigError(
             f"{field_of(spec)}: the stored study '{spec.study.name}' in {where} recorded its rung values at other "
-            f"steps than {rule}. Give the rungs it began with (hpo's default before 2026-12-02: scheduler: "
+            f"steps than {describe(rule)}. Give the rungs it began with (hpo's default before 2026-12-02: scheduler: "
             "{type: asha, mode: stop, min_resource: <a ninth of the length>, reduction_factor: 2}), or use another "
             "study.name or --storage"
         )

@@ -33,7 +33,7 @@ def study_file(folder, scheduler, n_trials):
     )
 
 
-def stored_rule(folder) -> str | None:
+def stored_rule(folder) -> dict | None:
     study = optuna.load_study(study_name="test", storage=f"sqlite:///{folder / 'out' / 'study.db'}")
     return study._storage.get_study_system_attrs(study._study_id).get(RULE_ATTR)  # noqa: SLF001 - no public read
 
@@ -46,9 +46,12 @@ def forget_rule(folder) -> None:
 
 def test_a_study_resumed_with_other_rungs_is_refused_and_with_its_own_goes_on(tmp_path):
     run_study(study_file(tmp_path, {"type": "asha"}, 4), workers=1, dry_run=False)
-    assert stored_rule(tmp_path) == (
-        "stop-type rungs from 0 of each trial's length (0: its first evaluation), each 2 times as far, keep 0.75"
-    )
+    assert stored_rule(tmp_path) == {
+        "rungs": "stop",
+        "first_fraction": 0.0,
+        "reduction_factor": 2,
+        "keep": 0.75,
+    }
     changed = study_file(tmp_path, {"type": "asha", "keep": 0.5}, 6)
     with pytest.raises(ConfigError) as refused:
         run_study(changed, workers=1, dry_run=False)
@@ -65,9 +68,9 @@ def test_a_study_resumed_with_other_rungs_is_refused_and_with_its_own_goes_on(tm
 
 def test_a_rule_changed_before_any_rung_was_recorded_is_taken(tmp_path):
     open_study(load_study_spec(study_file(tmp_path, {"type": "asha"}, 2)))  # created, no trial has run
-    assert stored_rule(tmp_path).endswith("keep 0.75")
+    assert stored_rule(tmp_path)["keep"] == 0.75
     run_study(study_file(tmp_path, {"type": "asha", "keep": 0.5}, 2), workers=1, dry_run=False)
-    assert stored_rule(tmp_path).endswith("keep 0.5")
+    assert stored_rule(tmp_path)["keep"] == 0.5
 
 
 def test_a_study_begun_under_the_old_default_rungs_is_refused_by_the_cli_in_one_line(tmp_path):
@@ -100,6 +103,38 @@ def test_a_study_begun_before_the_rule_was_stored_goes_on_under_the_same_rungs(t
     forget_rule(tmp_path)
     run_study(study_file(tmp_path, OLD_DEFAULT, 6), workers=1, dry_run=False)
     assert len(trials(tmp_path)) == 6
-    assert stored_rule(tmp_path) == (
-        "stop-type rungs from 0.222222 of each trial's length (0: its first evaluation), each 2 times as far, keep 0.5"
-    )
+    assert stored_rule(tmp_path) == {
+        "rungs": "stop",
+        "first_fraction": 8 / 36,
+        "reduction_factor": 2,
+        "keep": 0.5,
+    }
+
+
+def test_optunas_successive_halving_resumed_with_another_min_resource_is_refused_naming_the_pruner(tmp_path):
+    def halving(min_resource: int, n_trials: int):
+        return write_study(
+            tmp_path,
+            study={
+                "n_trials": n_trials,
+                "pruner": {"type": "successive_halving", "min_resource": min_resource, "reduction_factor": 2},
+                "sampler": {"type": "random", "seed": 0},
+            },
+            training=TRAINING,
+        )
+
+    run_study(halving(4, 3), workers=1, dry_run=False)
+    assert stored_rule(tmp_path) == {
+        "rungs": "successive_halving",
+        "min_resource": 4,
+        "reduction_factor": 2,
+        "min_early_stopping_rate": None,
+    }
+    with pytest.raises(
+        ConfigError,
+        match=r"^study\.pruner: .* under Optuna's successive_halving pruner: "
+        r"min_resource 4, reduction_factor 2, min_early_stopping_rate default; the file now gives "
+        r"Optuna's successive_halving pruner: min_resource 8",
+    ):
+        run_study(halving(8, 5), workers=1, dry_run=False)
+    assert len(trials(tmp_path)) == 3
