@@ -7,33 +7,9 @@ import optuna
 import pytest
 
 from bench.search.ranked_keep import RankedKeepPruner
-from hpo.storage.stop_rungs import LENGTH_ATTR
+from tests.bench_search.test_search_early_ranks import STEPS, complete, stopped_at
 
-LENGTH = (
-    200  # an evaluation every 10 steps: rungs at 10, 20, 40, 80, 160; the values at 10 pair with those at 40
-)
-STEPS = list(range(10, LENGTH + 1, 10))
-
-
-def complete(study: optuna.Study, curve: dict[int, float]) -> None:
-    trial = study.ask()
-    trial.set_user_attr(LENGTH_ATTR, LENGTH)
-    for step, value in curve.items():
-        trial.report(value, step)
-    study.tell(trial, curve[LENGTH])
-
-
-def stopped_at(study: optuna.Study, pruner: RankedKeepPruner, value: float) -> int | None:
-    """A new trial reporting `value` at every evaluation: the step it is stopped at, or None."""
-    trial = study.ask()
-    trial.set_user_attr(LENGTH_ATTR, LENGTH)
-    for step in STEPS:
-        trial.report(value, step)
-        if pruner.prune(study, study._storage.get_trial(trial._trial_id)):  # noqa: SLF001 - the pruner's view
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            return step
-    study.tell(trial, value)
-    return None
+# An evaluation every 10 steps of 270: rungs at 10, 20, 40, 80, 160; the values at 10 pair with those at 40.
 
 
 @pytest.fixture
