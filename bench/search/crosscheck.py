@@ -171,7 +171,10 @@ def main() -> None:
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     recording = load(PROBLEMS[options.problem])
-    method = next(m for m in methods_for(recording.problem) if m.name == options.method)
+    known = {m.name: m for m in methods_for(recording.problem)}
+    if options.method not in known:
+        parser.error(f"--method: unknown {options.method!r}; known: {', '.join(sorted(known))}")
+    method = known[options.method]
     chosen = random.Random(options.seed).sample(range(len(recording.curves)), options.trials)
     points = [recording.curves[i].params for i in chosen]
     target = max(

@@ -49,3 +49,15 @@ def test_a_real_hpo_run_takes_the_simulators_decisions(method, trials, tmp_path)
         check=False,
     )
     assert done.returncode == 0 and "decisions agree" in done.stdout, done.stdout + done.stderr
+
+
+def test_an_unknown_method_is_refused_naming_it_not_a_traceback():
+    done = subprocess.run(
+        [sys.executable, "bench/search/crosscheck.py", "--method", "tpe+shh"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--method: unknown 'tpe+shh'; known: " in done.stderr and "tpe+sh" in done.stderr
