@@ -27,9 +27,8 @@ from hpo.spec.study import StudySpec
 from hpo.storage.attempts import REQUEUED_FROM
 from hpo.storage.stop_rungs import RUNG_KEY, StopRungsPruner
 
-RULE_ATTR = (
-    "hpo:rung_rule"  # study system attribute: `rung_rule(spec)` (JSON) of the run that first recorded a rung
-)
+# Study system attribute: `rung_rule(spec)` (JSON) of the run that first recorded a rung.
+RULE_ATTR = "hpo:rung_rule"
 LEGACY_SAMPLE = 20  # recorded trials checked in a study begun before the rule was stored (the latest ones)
 # Optuna's pruners whose rung values are recorded under RUNG_KEY, and the options that place their rungs.
 RUNG_OPTIONS = {
@@ -87,8 +86,8 @@ def check_rung_rule(
     if recorded and stored is not None:
         raise ConfigError(
             f"{field_of(spec)}: the stored study '{spec.study.name}' in {where} recorded its rung values under "
-            f"{describe(stored)}; the file now gives {describe(rule)}. Give the rungs the study began with, or use another study.name "
-            "or --storage"
+            f"{describe(stored)}; the file now gives {describe(rule)}. Give the rungs the study began with, or use "
+            "another study.name or --storage"
         )
     if recorded and recorded_elsewhere(recorded, pruner):
         raise ConfigError(
