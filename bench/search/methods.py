@@ -36,7 +36,9 @@ class Method:
     asha: bool = False  # hpo's promotion ASHA at the problem's levels (pause and resume)
     in_place: bool = True  # ASHA's continue_in_place (hpo's default)
     underfilled: bool = False  # ASHA's promote_underfilled: a rung's best goes on below eta trials
-    multi_fidelity: bool = False  # TPE learns from every rung value, paused trials included (RungTPESampler)
+    # TPE learns from every rung value, paused trials included (RungTPESampler); None: as hpo chooses for the study
+    # file (hpo.storage.study_db.multi_fidelity: under promotion-type ASHA only).
+    multi_fidelity: bool | None = False
     levels: tuple[int, ...] | None = (
         None  # ASHA's pause points in global steps; None: the problem's asha_levels
     )
@@ -93,12 +95,17 @@ class Method:
         """early_ranks.py's rule (pairs, min_correlation), without the method's choice of sampler."""
         return {k: v for k, v in (self.early_ranks or {}).items() if k != "random"}
 
+    @property
+    def sampler_choices(self) -> dict[str, Any]:
+        """What the method sets in the study file's sampler section beside the seed."""
+        return {} if self.multi_fidelity is None else {"multi_fidelity": self.multi_fidelity}
+
     def sampler_for(self, spec: StudySpec, seed: int, worker: int) -> optuna.samplers.BaseSampler:
         """Worker `worker`'s sampler in a run seeded `seed`: hpo seeds each worker apart (`seed_offset`)."""
         section = (
             SamplerSpec(type="random", seed=seed)
             if self.sampler == "random"
-            else spec.study.sampler.model_copy(update={"seed": seed, "multi_fidelity": self.multi_fidelity})
+            else spec.study.sampler.model_copy(update={"seed": seed, **self.sampler_choices})
         )
         seeded = spec.model_copy(update={"study": spec.study.model_copy(update={"sampler": section})})
         sampler = build_sampler(seeded, seed_offset=seed_offset(worker, 0))
@@ -250,16 +257,18 @@ def methods_for(problem: Problem) -> list[Method]:
             multi_fidelity=True,
             levels=first_evaluation(problem),
         ),
-        shipped(
-            problem
-        ),  # hpo's default since round 7: stop-type rungs from the first evaluation, x2, 3/4 kept
+        # hpo's default since round 9: stop-type rungs from the first evaluation, x2, the share kept as the rung
+        # ranks, Optuna's TPE
+        shipped(problem),
         no_pruner_named(),
     ]
 
 
-# What `scheduler: {type: asha}` does (hpo.spec.scheduler: mode stop, round 7's held-out pick at 400 seeds "gentle
-# rungs from 1st eval (keep 3/4 x2)", bench/search/candidates.py), and what a study that names no pruner gets when it
-# evaluates during training. Runs stored before round 7 (2026-12-02) hold under this name the schedule before it,
+# What `scheduler: {type: asha}` does (hpo.spec.scheduler: mode stop, round 9's held-out pick at 400 seeds "ranked
+# keep 1/3 | 3/4 | all plain TPE", bench/search/candidates.py), and what a study that names no pruner gets when it
+# evaluates during training. Runs stored before round 9 (2026-12-02, after round 8's report) hold under this name
+# round 7's pick "gentle rungs from 1st eval (keep 3/4 x2)" (the same runs seed for seed); runs stored before
+# round 7 the schedule before it,
 # rounds 1-3's pick "stop-type rungs from 1/9 (eta 2)" (the same runs seed for seed); before that one promotion rung
 # past a ninth ("mftpe+asha-ninth"); before that the same rung at the first evaluation ("mftpe+asha-first-eval");
 # before that one rung at a third behind the rank gate.
@@ -270,16 +279,17 @@ NO_PRUNER_NAMED = "hpo: no pruner named"
 
 
 def shipped(problem: Problem) -> Method:
-    """`scheduler: {type: asha}` on the problem's study file, its pruner built by hpo itself, with the multi-fidelity
-    TPE it turns on. Its runs equal the candidate it was chosen as, seed for seed (tests/bench_search)."""
+    """`scheduler: {type: asha}` on the problem's study file, its pruner and sampler built by hpo itself (Optuna's
+    TPE under stop-type rungs since round 9). Its runs equal the candidate it was chosen as, seed for seed
+    (tests/bench_search)."""
     del problem  # laid out by hpo from the study file, as `hpo run` lays it out
-    return Method(SHIPPED, "study", scheduler={"type": "asha"}, multi_fidelity=True)
+    return Method(SHIPPED, "study", scheduler={"type": "asha"}, multi_fidelity=None)
 
 
 def no_pruner_named() -> Method:
     """The problem's study file without its pruner or scheduler: what hpo chooses (the stop-type rungs with a
-    start-up of two completed trials, as `hpo run` builds them), with the multi-fidelity TPE that comes with it."""
-    return Method(NO_PRUNER_NAMED, "study", hpo_chooses=True, multi_fidelity=True)
+    start-up of two completed trials, as `hpo run` builds them, and the sampler that comes with them)."""
+    return Method(NO_PRUNER_NAMED, "study", hpo_chooses=True, multi_fidelity=None)
 
 
 PEERS = ("random", "tpe", "tpe+sh", "tpe+hyperband")  # what a user would otherwise run: Optuna as it comes

@@ -63,7 +63,7 @@ def sampler_section(method: Method, problem: Problem, seed: int) -> dict[str, An
     if method.sampler == "random":
         return {"type": "random", "seed": seed}
     section = yaml.safe_load(problem.study.read_text())["study"].get("sampler", {"type": "tpe"})
-    return {**section, "seed": seed, "multi_fidelity": method.multi_fidelity}
+    return {**section, "seed": seed, **method.sampler_choices}
 
 
 def write_study(problem: Problem, method: Method, seed: int, folder: Path, budget_s: float) -> Path:

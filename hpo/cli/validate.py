@@ -16,6 +16,7 @@ from hpo.cli.app import summary
 from hpo.cli.options import dry_run_option, set_option, storage_option
 from hpo.errors import ConfigError
 from hpo.spec import Spec, StudySpec, load_spec
+from hpo.spec.scheduler import RANKED
 from hpo.trial.dry_run import dry_run as run_dry_run
 
 
@@ -86,7 +87,7 @@ def describe_scheduler(spec: StudySpec) -> str:
         )
         return (
             f"  scheduler: asha, mode stop: rungs from {first}, each {pbt.reduction_factor} times as far; a trial "
-            f"outside the best {Fraction(pbt.keep).limit_denominator(100)} at a rung stops"
+            f"outside the best {kept_share(pbt.keep)} at a rung stops"
             + (f" once {pbt.startup_trials} trials have completed" if pbt.startup_trials else "")
             + f"; length {pbt.max_resource} {pbt.resource}"
         )
@@ -102,3 +103,10 @@ def describe_scheduler(spec: StudySpec) -> str:
         f"to {pbt.max_resource} (bottom {pbt.quantile_fraction:g} copies top {pbt.quantile_fraction:g}); "
         f"mutating {mutations}"
     )
+
+
+def kept_share(keep: float | str) -> str:
+    """The share a stop-type rung keeps, in words: a fraction, or the ranked rule's three shares."""
+    if keep == RANKED:
+        return "share (a third where the rung's values rank those 4 times further on, all where they do not)"
+    return str(Fraction(keep).limit_denominator(100))

@@ -67,10 +67,12 @@ from hpo.spec.errors import FieldProblem
 # docs/benchmarks.md).
 STARTUP_TRIALS = 2
 # Stop-type rungs (`mode: stop`, the default): the first at each trial's first evaluation (fraction 0), each next one
-# twice as far, three quarters kept at each; the held-out choice of bench/search (docs/benchmarks.md, "Round 7").
+# twice as far, the share kept at each set by how well the rung ranks what follows it (a third, three quarters or
+# all); the held-out choice of bench/search (docs/benchmarks.md, "Round 9"; three quarters kept from round 7).
 STOP_FIRST_FRACTION = 0.0
 STOP_REDUCTION_FACTOR = 2
-STOP_KEEP = 3 / 4
+RANKED = "ranked"  # `keep: ranked`: the share kept follows how well the rung ranks (hpo.storage.stop_rungs)
+STOP_KEEP = RANKED
 PROMOTION_REDUCTION_FACTOR = 3
 # What only pausing and promoting has: any of them given (or min_resource, which files meant for promotion before
 # stopping became the default) makes a section without `mode` a promotion one.
@@ -111,9 +113,22 @@ class SchedulerSpec(Section):
     # Mode stop: no trial is stopped before this many trials have completed (Optuna's median pruner waits for 5).
     # None: 0, ASHA's rule from the second trial.
     startup_trials: int | None = Field(None, ge=0)
-    # Mode stop: the share of a rung's trials that go on. None: 3/4 on the bare default, 1 / reduction_factor when
+    # Mode stop: the share of a rung's trials that go on, or "ranked" (the share follows how well the rung ranks the
+    # values further on, hpo.storage.stop_rungs). None: ranked on the bare default, 1 / reduction_factor when
     # min_resource or reduction_factor is given (successive halving's share).
-    keep: float | None = Field(None, gt=0, lt=1)
+    keep: float | Literal["ranked"] | None = None
+
+    @field_validator("keep", mode="before")
+    @classmethod
+    def _keep_share(cls, value: Any) -> Any:
+        """A share strictly between 0 and 1, or `ranked`; one message for either (not pydantic's one per type)."""
+        if value is None or value == RANKED:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"must be a share between 0 and 1, or {RANKED} (got {value!r})")
+        if not 0 < value < 1:
+            raise ValueError(f"must be more than 0 and less than 1, or {RANKED} (got {value})")
+        return float(value)
 
     @field_validator("rank_gate", mode="before")
     @classmethod

@@ -59,12 +59,16 @@ def describe(rule: Mapping[str, Any]) -> str:
     if rule.get("rungs") == "stop":
         return (
             f"stop-type rungs from {rule['first_fraction']:g} of each trial's length (0: its first evaluation), "
-            f"each {rule['reduction_factor']} times as far, keep {rule['keep']:g}"
+            f"each {rule['reduction_factor']} times as far, keep {format_keep(rule['keep'])}"
         )
     options = ", ".join(
         f"{name} {'default' if v is None else v}" for name, v in rule.items() if name != "rungs"
     )
     return f"Optuna's {rule.get('rungs')} pruner: {options}"
+
+
+def format_keep(keep: float | str) -> str:
+    return f"{keep:g}" if isinstance(keep, int | float) else str(keep)
 
 
 def check_rung_rule(

@@ -13,6 +13,14 @@ rung (itself included; ties go on, NaN stops): Optuna's successive halving with 
 spacing (Optuna keeps 1 / reduction_factor, what `keep` defaults to). The rung values are recorded as Optuna's
 pruner records them (`RUNG_KEY`), asynchronously: a trial is judged against those that reached the rung before it.
 
+With `ranked`, the share kept at a rung follows how well the rung ranks what comes after it in this study (`keep:
+ranked`, the default of `scheduler: {type: asha}`): the pairs (value at the rung's fraction f of the length, value at
+RANKED_AHEAD * f) of the other trials that have both; before RANKED_MIN_PAIRS of them exist, or with a Spearman
+correlation between RANKED_LOW and RANKED_HIGH, three quarters are kept; a third at RANKED_HIGH or more (the rung
+ranks: cut as successive halving does); every trial below RANKED_LOW (the rung misleads: stop nothing there). Such
+pairs exist as soon as a few trials have gone four times further, long before any completes. bench/search chose it on
+19 recorded problems at 400 seeds (docs/benchmarks.md, "Round 9"), equal seed for seed to `bench/search/ranked_keep.py`.
+
 A trial whose length the storage does not have yet (its write was kept through an outage) is not pruned until it has.
 With `startup_trials` n, no trial is stopped before n trials have completed (what a study that names no pruner gets:
 on studies of 8-15 trials, stopping from the second trial cost the best model, bench/search/small.py).
@@ -37,12 +45,19 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.storage.attempts import REQUEUED_FROM, attempt_chain
+from hpo.storage.ranks import spearman
 
 LENGTH_ATTR = "max_steps"  # user attribute: the trial's full length in global steps, the unit of its reports
 # Rung n's value is the system attribute "completed_rung_<n>", the key Optuna's successive halving records it under
 # (optuna 5.0.0, the lock's), so a study's rungs read the same whichever of the two judged them; `with_earlier_attempts`
 # and the chaos suite's rung check read it.
 RUNG_KEY = "completed_rung_"
+# The ranked share (module docstring): the later fraction paired with a rung's, the pairs it needs, the correlations
+# that tell a rung that ranks from one that misleads, and the share kept at each (ranks, between, misleads).
+RANKED_AHEAD = 4
+RANKED_MIN_PAIRS = 8
+RANKED_HIGH, RANKED_LOW = 0.8, 0.5
+RANKED_KEEP_HIGH, RANKED_KEEP, RANKED_KEEP_LOW = 1 / 3, 3 / 4, 1.0
 
 
 class StopRungsPruner(BasePruner):
@@ -52,6 +67,7 @@ class StopRungsPruner(BasePruner):
         reduction_factor: int,
         startup_trials: int = 0,
         keep: float | None = None,
+        ranked: bool = False,
     ) -> None:
         if not 0 <= first_fraction < 1:
             raise ValueError(f"first_fraction must be in [0, 1), got {first_fraction}")
@@ -61,6 +77,9 @@ class StopRungsPruner(BasePruner):
         self.reduction_factor = reduction_factor
         self.startup_trials = startup_trials
         self.keep = keep if keep is not None else 1 / reduction_factor
+        self.ranked = (
+            ranked  # the share kept at each rung from how it ranks (module docstring); `keep` unused
+        )
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         trial = with_earlier_attempts(study, trial)
@@ -86,10 +105,32 @@ class StopRungsPruner(BasePruner):
             others = [
                 t.system_attrs[key] for t in trials if key in t.system_attrs and t.number != view.number
             ]
-            if not among_kept(value, others, self.keep, study.direction):
+            share = (
+                self.share_at(trials, view, first * self.reduction_factor**rung) if self.ranked else self.keep
+            )
+            if share < 1 and not among_kept(value, others, share, study.direction):
                 return True
             rung += 1
         return False
+
+    def share_at(self, trials: list[FrozenTrial], view: FrozenTrial, rung_step: int) -> float:
+        """The ranked share kept at the view's rung at `rung_step`: from how the other trials' values at the rung's
+        fraction of the length rank their values RANKED_AHEAD times further (module docstring)."""
+        fraction = rung_step / view.user_attrs[LENGTH_ATTR]
+        later = min(fraction * RANKED_AHEAD, 1.0)
+        pairs = [
+            (now, then)
+            for t in trials
+            if t.number != view.number
+            and (now := value_at_fraction(t, fraction)) is not None
+            and (then := value_at_fraction(t, later)) is not None
+        ]
+        if len(pairs) < RANKED_MIN_PAIRS:
+            return RANKED_KEEP
+        correlation = spearman(pairs)
+        if correlation >= RANKED_HIGH:
+            return RANKED_KEEP_HIGH
+        return RANKED_KEEP_LOW if correlation < RANKED_LOW else RANKED_KEEP
 
     def past_startup(self, study: optuna.Study) -> bool:
         """Whether `startup_trials` trials have completed: before, a trial outside the top of its rung goes on (its
@@ -123,6 +164,17 @@ class StopRungsPruner(BasePruner):
             return None
         floor = max(1, math.ceil(length * self.first_fraction))
         return min((step for step in trial.intermediate_values if step >= floor), default=None)
+
+
+def value_at_fraction(trial: FrozenTrial, fraction: float) -> float | None:
+    """The trial's value at its first report at or past `fraction` of its length; None before it, or without a
+    length."""
+    length = trial.user_attrs.get(LENGTH_ATTR)
+    if not isinstance(length, int | float) or length <= 0:
+        return None
+    floor = max(1, math.ceil(length * fraction))
+    step = min((s for s in trial.intermediate_values if s >= floor), default=None)
+    return None if step is None else trial.intermediate_values[step]
 
 
 def recorded_rungs(system_attrs: dict[str, object]) -> int:

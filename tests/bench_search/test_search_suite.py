@@ -110,8 +110,8 @@ def test_every_candidate_pauses_only_where_the_problem_records_an_evaluation(nam
     assert at_evaluation(problem, 1) == problem.eval_every
 
 
-# Round 7's held-out pick at 400 seeds (on 15 of 17 problems held out and on all 17; docs/benchmarks.md "Round 7").
-PICK = "hpo: gentle rungs from 1st eval (keep 3/4 x2)"
+# Round 9's pick of the held-out rule at 400 seeds on all 19 problems (docs/benchmarks.md "Round 9").
+PICK = "hpo: ranked keep 1/3 | 3/4 | all plain TPE"
 
 
 # Every problem, the fresh ones too; minilm-lora's study gives its length in epochs (its rungs come from the length
@@ -120,8 +120,8 @@ PICK = "hpo: gentle rungs from 1st eval (keep 3/4 x2)"
 def test_asha_as_written_runs_the_held_out_pick_seed_for_seed(name):
     # `scheduler: {type: asha}` on each problem's study file, its pruner and sampler built by hpo itself, stops
     # the same trials at the same steps as the candidate the rule picked (stop-type rungs from the first evaluation,
-    # each twice as far, three quarters kept at each, multi-fidelity TPE; bench/search/keep_rungs.py): what ships is what
-    # was chosen.
+    # each twice as far, the share kept at each from how the rung ranks, Optuna's TPE; bench/search/ranked_keep.py):
+    # what ships is what was chosen.
     recording = load(PROBLEMS[name])
     methods = methods_of(name)
     for seed in (0, 1):

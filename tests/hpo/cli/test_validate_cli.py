@@ -51,7 +51,10 @@ def test_validate_a_study_reports_what_it_would_do(tmp_path, capsys, monkeypatch
     assert (
         "scheduler: asha, mode stop: rungs from each trial's first evaluation, each 2 times as far" in out
     )  # no pruner named: the default
-    assert "a trial outside the best 3/4 at a rung stops once 2 trials have completed" in out
+    assert (
+        "a trial outside the best share (a third where the rung's values rank those 4 times further on, all where "
+        "they do not) at a rung stops once 2 trials have completed" in out
+    )
     assert f"sqlite:///{tmp_path}/runs/v/study.db" in out
     assert "evaluation produces: eval_accuracy, eval_loss" in out
 

@@ -50,7 +50,7 @@ def test_a_study_resumed_with_other_rungs_is_refused_and_with_its_own_goes_on(tm
         "rungs": "stop",
         "first_fraction": 0.0,
         "reduction_factor": 2,
-        "keep": 0.75,
+        "keep": "ranked",
     }
     changed = study_file(tmp_path, {"type": "asha", "keep": 0.5}, 6)
     with pytest.raises(ConfigError) as refused:
@@ -58,7 +58,7 @@ def test_a_study_resumed_with_other_rungs_is_refused_and_with_its_own_goes_on(tm
     message = str(refused.value)
     assert refused.value.exit_code == 2 and "\n" not in message
     assert message.startswith("study.scheduler: the stored study 'test'")
-    assert "keep 0.75; the file now gives" in message and message.rstrip().endswith(
+    assert "keep ranked; the file now gives" in message and message.rstrip().endswith(
         "keep 0.5. Give the rungs the study began with, or use another study.name or --storage"
     )
     assert len(trials(tmp_path)) == 4  # nothing ran under the changed rule
@@ -68,7 +68,7 @@ def test_a_study_resumed_with_other_rungs_is_refused_and_with_its_own_goes_on(tm
 
 def test_a_rule_changed_before_any_rung_was_recorded_is_taken(tmp_path):
     open_study(load_study_spec(study_file(tmp_path, {"type": "asha"}, 2)))  # created, no trial has run
-    assert stored_rule(tmp_path)["keep"] == 0.75
+    assert stored_rule(tmp_path)["keep"] == "ranked"
     run_study(study_file(tmp_path, {"type": "asha", "keep": 0.5}, 2), workers=1, dry_run=False)
     assert stored_rule(tmp_path)["keep"] == 0.5
 

@@ -101,8 +101,9 @@ def test_asha_counts_in_the_unit_the_study_length_is_given_in(training, resource
 @pytest.mark.parametrize(
     ("scheduler", "training", "mode", "eta", "fraction", "keep"),
     [
-        # as written: stop-type rungs from the first evaluation, eta 2, three quarters kept
-        ({"type": "asha"}, {}, "stop", 2, 0, 3 / 4),
+        # as written: stop-type rungs from the first evaluation, eta 2, the share kept as the rung ranks
+        ({"type": "asha"}, {}, "stop", 2, 0, "ranked"),
+        ({"type": "asha", "keep": "ranked", "reduction_factor": 3}, {}, "stop", 3, 0, "ranked"),
         (
             {"type": "asha", "reduction_factor": 3},
             {},
@@ -117,7 +118,7 @@ def test_asha_counts_in_the_unit_the_study_length_is_given_in(training, resource
         ({"type": "asha", "max_rungs": 1}, {}, "promotion", 3, None, None),
         ({"type": "asha", "continue_in_place": False}, {}, "promotion", 3, None, None),
         ({"type": "asha"}, {"eval_strategy": "no"}, "promotion", 3, None, None),  # a promotion rung evaluates
-        ({"type": "asha", "startup_trials": 3}, {}, "stop", 2, 0, 3 / 4),  # a setting only stopping has
+        ({"type": "asha", "startup_trials": 3}, {}, "stop", 2, 0, "ranked"),  # a setting only stopping has
     ],
 )
 def test_the_mode_follows_what_the_section_gives(scheduler, training, mode, eta, fraction, keep):
@@ -134,7 +135,8 @@ def test_the_mode_follows_what_the_section_gives(scheduler, training, mode, eta,
         assert not isinstance(pruner, StopRungsPruner)
     else:
         assert isinstance(pruner, StopRungsPruner) and pruner.first_fraction == pytest.approx(fraction)
-        assert pruner.reduction_factor == eta and pruner.keep == pytest.approx(keep)
+        assert pruner.reduction_factor == eta and pruner.ranked == (keep == "ranked")
+        assert keep == "ranked" or pruner.keep == pytest.approx(keep)
         assert pruner.startup_trials == scheduler.get("startup_trials", 0)
 
 
@@ -235,7 +237,16 @@ def test_a_one_epoch_training_is_refused_with_the_fix():
             "study.scheduler.keep",
             "is a setting of mode stop (stopping trials at their rungs), but this scheduler pauses them",
         ),
-        ({"study.scheduler": {"type": "asha", "keep": 1.5}}, "study.scheduler.keep", "less than 1"),
+        (
+            {"study.scheduler": {"type": "asha", "keep": 1.5}},
+            "study.scheduler.keep",
+            "less than 1, or ranked (got 1.5)",
+        ),
+        (
+            {"study.scheduler": {"type": "asha", "keep": "half"}},
+            "study.scheduler.keep",
+            "must be a share between 0 and 1, or ranked (got 'half')",
+        ),
         (  # a setting of each mode: the stop one decides, the other is refused
             {"study.scheduler": {"type": "asha", "max_rungs": 1, "startup_trials": 2}},
             "study.scheduler.max_rungs",

@@ -80,6 +80,7 @@ def test_the_model_uses_the_highest_budget_with_enough_observations():
 
 
 ASHA = {"scheduler": {"type": "asha", "min_resource": 4}}
+STOP_ASHA = {"scheduler": {"type": "asha"}}
 MEDIAN = {"pruner": {"type": "median"}}
 NO_PRUNER = {"pruner": None}
 
@@ -87,16 +88,18 @@ NO_PRUNER = {"pruner": None}
 @pytest.mark.parametrize(
     ("sections", "multi_fidelity", "expected"),
     [
-        (ASHA, None, RungTPESampler),
-        # No pruner named (the test task's file names none: null removes it): stop-type ASHA rungs, with the
-        # multi-fidelity TPE.
-        (NO_PRUNER, None, RungTPESampler),
+        (ASHA, None, RungTPESampler),  # promotion: Optuna's TPE would not see the paused trials
+        # Stop-type rungs, as written or for a file that names no pruner (the test task's file names none: null
+        # removes it): Optuna's TPE (bench/search, round 9), the multi-fidelity one when asked for.
+        (STOP_ASHA, None, optuna.samplers.TPESampler),
+        (NO_PRUNER, None, optuna.samplers.TPESampler),
+        (STOP_ASHA, True, RungTPESampler),
         (MEDIAN, None, optuna.samplers.TPESampler),
         (MEDIAN, True, RungTPESampler),
         (ASHA, False, optuna.samplers.TPESampler),
     ],
 )
-def test_the_study_files_tpe_learns_from_rungs_under_asha_by_default(
+def test_the_study_files_tpe_learns_from_rungs_under_promotion_asha_by_default(
     tmp_path, sections, multi_fidelity, expected
 ):
     from study_task import write_study

@@ -1,0 +1,83 @@
+"""`keep: ranked` (the default of `scheduler: {type: asha}`): the share a stop-type rung keeps follows how well the
+rung's values rank the values four times further on among the other trials (hpo.storage.stop_rungs)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState, create_trial
+
+from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner
+
+LENGTH = 16  # a report at every step: rungs at 1 (the first), 2, 4, 8, 16; the rung at 1 pairs with step 4
+
+
+def study_with(finished: list[tuple[float, float]], ranked: bool = True) -> optuna.Study:
+    """A maximised study whose finished trials had these (value at step 1, value at step 4)."""
+    study = optuna.create_study(
+        direction="maximize", pruner=StopRungsPruner(0.0, 2, keep=None if ranked else 3 / 4, ranked=ranked)
+    )
+    for first, fourth in finished:
+        values = {1: first, 2: first, 3: first, 4: fourth, LENGTH: fourth}
+        study.add_trial(
+            create_trial(
+                state=TrialState.COMPLETE,
+                value=fourth,
+                intermediate_values=values,
+                user_attrs={LENGTH_ATTR: LENGTH},
+                system_attrs={"completed_rung_0": first},
+            )
+        )
+    return study
+
+
+def stopped_at_first_rung(study: optuna.Study, value: float) -> bool:
+    trial = study.ask()
+    trial.set_user_attr(LENGTH_ATTR, LENGTH)
+    trial.report(value, 1)
+    return trial.should_prune()
+
+
+RANKS = [(float(i), float(i)) for i in range(8)]  # step 1 ranks step 4 exactly
+MISLEADS = [(float(i), float(-i)) for i in range(8)]  # step 1 ranks step 4 backwards
+
+
+@pytest.mark.parametrize(
+    ("finished", "value", "stopped"),
+    [
+        # 8 pairs that rank alike: a third kept; 4.5 is 4th of 9 (kept up to 3): stopped
+        (RANKS, 4.5, True),
+        (RANKS, 5.5, False),  # 3rd of 9: kept
+        # 8 pairs ranked backwards: the rung misleads and keeps every trial, the worst too
+        (MISLEADS, -1.0, False),
+        # 7 pairs: too few to tell; three quarters kept: 2.5 is 5th of 8 (kept up to 6), -1 the 8th (stopped)
+        (RANKS[:7], 2.5, False),
+        (RANKS[:7], -1.0, True),
+    ],
+)
+def test_the_share_kept_follows_how_the_rung_ranks(finished, value, stopped):
+    assert stopped_at_first_rung(study_with(finished), value) is stopped
+
+
+def test_a_fixed_share_keeps_three_quarters_whatever_the_ranks():
+    # the same trial that the ranked share stops (4th of 9 where the rung ranks) goes on with keep 3/4 (up to 6 of 9),
+    # and the worst of 9 stops where the ranked share would keep it (the rung misleads)
+    assert not stopped_at_first_rung(study_with(RANKS, ranked=False), 4.5)
+    assert stopped_at_first_rung(study_with(MISLEADS, ranked=False), -1.0)
+
+
+def test_pairs_come_from_other_trials_at_the_rungs_fraction_of_their_own_length():
+    # trials twice as long pair their value at 2 (1/16 of 32, their first report at or past it) with the one at 8
+    study = optuna.create_study(direction="maximize", pruner=StopRungsPruner(0.0, 2, ranked=True))
+    for i in range(8):
+        values = {2: float(i), 8: float(-i), 32: float(-i)}
+        study.add_trial(
+            create_trial(
+                state=TrialState.COMPLETE,
+                value=float(-i),
+                intermediate_values=values,
+                user_attrs={LENGTH_ATTR: 32},
+                system_attrs={"completed_rung_0": float(i)},
+            )
+        )
+    assert not stopped_at_first_rung(study, -1.0)  # misleading pairs found: nothing stopped
