@@ -174,10 +174,10 @@ def explored_for(problem: Problem) -> list[Method]:
     them there): most are the shipped schedule on most seeds, and a rule that takes the smallest of many near-equal
     noisy figures picks by luck (docs/benchmarks.md, "Rounds 4-5"); all were designed after the 13 were seen.
     Round 7 put round 6's three beside the schedule then shipped in a pool of their own at 400 seeds (`report.py
-    --pool`), and "gentle rungs from 1st eval (keep 3/4 x2)" is what `scheduler: {type: asha}` runs since. Round 8
+    --pool`), and "gentle rungs from 1st eval (keep 3/4 x2)" is what `scheduler: {type: asha}` ran until round 9. Round 8
     (ranked_keep.py, and the shipped rungs under Optuna's TPE) left it in place (docs/benchmarks.md, "Round 8").
     Round 9 put the keep 2/3 rungs under Optuna's TPE beside them: the rule then picks ranked keep 1/3 under
-    Optuna's TPE, not shipped yet (docs/benchmarks.md, "Round 9")."""
+    Optuna's TPE, and `scheduler: {type: asha}` runs it since (docs/benchmarks.md, "Round 9")."""
     ninth = at_evaluation(problem, math.ceil(problem.steps / problem.eta**2))
     return [
         # Round 4 (issue 36's "adapt the rung from what the study sees"): the round-3 pick's cut (eta 2), its first rung

@@ -21,8 +21,9 @@ kept apart from the rungs' spacing (successive halving ties them: keep 1 / eta, 
 Result (docs/benchmarks.md, "Round 6"): not ahead of the shipped rungs at 100 seeds (worst ratio 1.59-1.68 against
 1.53, friedman); at 400 seeds on all 17, keep 2/3 x2's worst time-to-q95 ratio is 1.25x (moons) against the
 shipped 1.48x (fresh-diabetes): it trades digits and fresh-diabetes for moons. Round 7 judged the rule at 400 seeds
-with these three and the schedule then shipped in its pool, and keep 3/4 x2 ships since (hpo.storage.stop_rungs, its
-own implementation; this one stays as the check that hpo's runs equal the candidate's seed for seed).
+with these three and the schedule then shipped in its pool, and keep 3/4 x2 shipped from then until round 9
+(hpo.storage.stop_rungs with `keep: 0.75`, its own implementation; this one stays as the check that hpo's runs equal
+the candidate's seed for seed).
 """
 
 from __future__ import annotations
