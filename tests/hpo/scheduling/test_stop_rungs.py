@@ -58,7 +58,9 @@ def test_asha_as_written_stops_trials_at_rungs_from_the_first_evaluation_each_tw
     sampler = build_sampler(
         load_study_spec(stop_study(tmp_path / "tpe", 1, study={"sampler": {"type": "tpe"}}))
     )
-    assert type(sampler).__name__ == "TPESampler"  # Optuna's TPE under stop-type rungs (bench/search, round 9)
+    assert (
+        type(sampler).__name__ == "TPESampler"
+    )  # Optuna's TPE under stop-type rungs (bench/search, round 9)
 
 
 def test_asha_as_written_stops_an_epochs_based_study_at_epoch_rungs(tmp_path):
