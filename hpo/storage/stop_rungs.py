@@ -77,9 +77,8 @@ class StopRungsPruner(BasePruner):
         self.reduction_factor = reduction_factor
         self.startup_trials = startup_trials
         self.keep = keep if keep is not None else 1 / reduction_factor
-        self.ranked = (
-            ranked  # the share kept at each rung from how it ranks (module docstring); `keep` unused
-        )
+        # The share kept at each rung from how the rung ranks (module docstring); `keep` is then unused.
+        self.ranked = ranked
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         trial = with_earlier_attempts(study, trial)
