@@ -158,21 +158,21 @@ class StopRungsPruner(BasePruner):
     def first_rung(self, trial: FrozenTrial) -> int | None:
         """The trial's first reported step at or past `first_fraction` of its length; None before it (or without
         a length). Trials that evaluate at the same fractions of their length get the same first rung."""
-        length = trial.user_attrs.get(LENGTH_ATTR)
-        if not isinstance(length, int | float) or length <= 0:
-            return None
-        floor = max(1, math.ceil(length * self.first_fraction))
-        return min((step for step in trial.intermediate_values if step >= floor), default=None)
+        return step_at_fraction(trial, self.first_fraction)
 
 
-def value_at_fraction(trial: FrozenTrial, fraction: float) -> float | None:
-    """The trial's value at its first report at or past `fraction` of its length; None before it, or without a
-    length."""
+def step_at_fraction(trial: FrozenTrial, fraction: float) -> int | None:
+    """The trial's first reported step at or past `fraction` of its length; None before it, or without a length."""
     length = trial.user_attrs.get(LENGTH_ATTR)
     if not isinstance(length, int | float) or length <= 0:
         return None
     floor = max(1, math.ceil(length * fraction))
-    step = min((s for s in trial.intermediate_values if s >= floor), default=None)
+    return min((step for step in trial.intermediate_values if step >= floor), default=None)
+
+
+def value_at_fraction(trial: FrozenTrial, fraction: float) -> float | None:
+    """The trial's value at `step_at_fraction`; None where it has none."""
+    step = step_at_fraction(trial, fraction)
     return None if step is None else trial.intermediate_values[step]
 
 
