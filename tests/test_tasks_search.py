@@ -60,3 +60,20 @@ def test_the_char_lm_reads_pythons_help_topics_and_predicts_the_next_character()
     )  # untrained: about uniform over the characters
     with pytest.raises(ValueError, match="not a multiple"):
         charlm.model_init({"n_embd": 30, "n_head": 4})
+
+
+def test_the_char_lm_reads_standard_library_source_when_the_file_says_so_and_refuses_an_unknown_corpus():
+    train, held = charlm.data({"corpus": "source"})
+    help_train, _ = charlm.data()
+    assert len(train) == charlm.TRAIN_WINDOWS and len(held) == charlm.EVAL_WINDOWS
+    assert not torch.equal(train.windows, help_train.windows)  # another text, the same windows' layout
+    source = charlm._text_codes("source")
+    assert int(source.max()) < charlm.VOCAB
+    # Python source: its most frequent character is the space of indentation
+    assert int(np.bincount(source).argmax()) == ord(" ") - 32
+    model = charlm.model_init(
+        {"corpus": "source", "n_embd": 32, "n_head": 2}
+    )  # the file's model section reaches it
+    assert isinstance(model, charlm.CharGPT)
+    with pytest.raises(ValueError, match="unknown corpus 'poems'"):
+        charlm.data({"corpus": "poems"})

@@ -1,18 +1,23 @@
-"""Task: a tiny character-level GPT (a causal transformer) on English text that ships with Python itself: the help
-topics of `pydoc_data.topics` (the text `help("FOR")` prints). The small language model of `bench/search/`.
+"""Task: a tiny character-level GPT (a causal transformer) on text that ships with Python itself: the help topics of
+`pydoc_data.topics` (the English text `help("FOR")` prints), or the source code of a fixed list of standard-library
+modules (`corpus: source`). The small language model of `bench/search/`.
 
     task: {model_init: studies.tasks.charlm:model_init, data: studies.tasks.charlm:data}
+    model: {corpus: help}            # or source
     metric: loss                     # eval_loss: cross-entropy per character, minimised
 
-Model parameters: n_embd, n_layer, n_head, dropout. The text is the topics joined in sorted order, cut to ASCII
-(others become '?'); the last tenth is the eval text. Training samples are `TRAIN_WINDOWS` fixed windows of
+Model parameters: n_embd, n_layer, n_head, dropout (and `corpus`, from the file). The text is the topics joined in
+sorted order (or the modules' files in the listed order), cut to ASCII (others become '?'); the last tenth is the eval
+text. Training samples are `TRAIN_WINDOWS` fixed windows of
 `BLOCK + 1` characters drawn once with a fixed seed, the eval set `EVAL_WINDOWS` windows of the eval text, so every
 trial sees the same data.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,14 +29,42 @@ BLOCK = 32  # characters of context
 TRAIN_WINDOWS = 8192
 EVAL_WINDOWS = 256
 VOCAB = 96  # printable ASCII (32..126) and newline; anything else is '?'
-MODEL_KEYS = {"n_embd", "n_layer", "n_head", "dropout"}
+MODEL_KEYS = {"n_embd", "n_layer", "n_head", "dropout", "corpus"}
+# Pure-Python standard-library modules, about 440 KB of source together (the help topics are about 460 KB of text)
+SOURCE_MODULES = (
+    "argparse",
+    "textwrap",
+    "difflib",
+    "fractions",
+    "calendar",
+    "shlex",
+    "heapq",
+    "bisect",
+    "string",
+    "csv",
+    "configparser",
+    "dataclasses",
+)
 
 
-@lru_cache(maxsize=1)
-def _text_codes() -> np.ndarray:
+def _help_text() -> str:
     from pydoc_data.topics import topics
 
-    text = "\n".join(topics[key] for key in sorted(topics))
+    return "\n".join(topics[key] for key in sorted(topics))
+
+
+def _source_text() -> str:
+    return "\n".join(Path(importlib.util.find_spec(name).origin).read_text() for name in SOURCE_MODULES)
+
+
+CORPORA = {"help": _help_text, "source": _source_text}
+
+
+@lru_cache(maxsize=2)
+def _text_codes(corpus: str = "help") -> np.ndarray:
+    if corpus not in CORPORA:
+        raise ValueError(f"charlm data: unknown corpus {corpus!r}; one of {sorted(CORPORA)}")
+    text = CORPORA[corpus]()
     codes = np.frombuffer(text.encode("ascii", errors="replace"), dtype=np.uint8).astype(np.int64)
     codes = np.where(codes == 10, 95, codes - 32)  # newline -> 95, printable -> 0..94
     return np.where((codes < 0) | (codes > 95), ord("?") - 32, codes)
@@ -87,7 +120,8 @@ def model_init(params: dict[str, Any] | None = None) -> CharGPT:
     return CharGPT(n_embd, int(params.get("n_layer", 2)), n_head, float(params.get("dropout", 0.0)))
 
 
-def data() -> tuple[Windows, Windows]:
-    codes = _text_codes()
+def data(params: dict[str, Any] | None = None) -> tuple[Windows, Windows]:
+    """(train, eval) windows of the file's `corpus` (help topics unless it says source)."""
+    codes = _text_codes(str((params or {}).get("corpus", "help")))
     cut = len(codes) * 9 // 10
     return Windows(codes[:cut], TRAIN_WINDOWS, seed=0), Windows(codes[cut:], EVAL_WINDOWS, seed=1)

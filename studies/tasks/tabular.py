@@ -109,6 +109,23 @@ def _friedman3() -> Table:
     return Table(x, y, 0)
 
 
+def _quantiles() -> Table:
+    from sklearn.datasets import make_gaussian_quantiles
+
+    # three classes in nested shells of a 6-dimensional Gaussian, among four distractor columns: a radial boundary
+    x, y = make_gaussian_quantiles(n_samples=4000, n_features=6, n_classes=3, random_state=11)
+    rng = np.random.default_rng(11)
+    return Table(np.hstack([x, rng.normal(size=(len(x), 4))]), y, 3)
+
+
+def _friedman2() -> Table:
+    from sklearn.datasets import make_friedman2
+
+    # an impedance: a square root of sums of squares across scales; the noise is a tenth of the target's spread
+    x, y = make_friedman2(n_samples=1500, noise=40.0, random_state=12)
+    return Table(x, y, 0)
+
+
 def _friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -180,6 +197,9 @@ DATASETS: dict[str, Callable[[], Table]] = {
     # The second fresh set (2026-12-02, made after bench/search's round 6 was designed): circles, friedman3.
     "circles": _circles,  # 3,000 rows, 8 columns, 2 classes: two noisy rings among distractors
     "friedman3": _friedman3,  # 2,000 rows, 4 columns, a regression: an arctan of a ratio, a small loss
+    # The third fresh set (2026-12-02, made after round 9's default shipped): quantiles, friedman2.
+    "quantiles": _quantiles,  # 4,000 rows, 10 columns, 3 classes: nested shells among distractors
+    "friedman2": _friedman2,  # 1,500 rows, 4 columns, a regression on the noisy square root of sums of squares
 }
 
 

@@ -29,4 +29,8 @@ PROBLEMS = [
     # densely only
     Problem.from_study("fresh2-circles", configurations=300, draw_seed=2053, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh2-friedman3", configurations=300, draw_seed=2054, fresh=True, data_dir=DENSE),
+    # the third fresh set (2026-12-02): made after round 9's default shipped, to judge it on problems no choice saw;
+    # recorded densely only (with fresh3-charsource, text.py)
+    Problem.from_study("fresh3-quantiles", configurations=300, draw_seed=2055, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh3-friedman2", configurations=300, draw_seed=2056, fresh=True, data_dir=DENSE),
 ]

@@ -1,9 +1,9 @@
 """The text family: LoRA adapters on the pretrained MiniLM (studies/minilm_lora.yaml) and a tiny character-level GPT
-on Python's own help topics (charlm.yaml beside this file)."""
+on Python's own help topics (charlm.yaml beside this file) or on its standard library's source (fresh3-charsource.yaml)."""
 
 from __future__ import annotations
 
-from bench.search.problems import ROOT, Problem
+from bench.search.problems import DATA, ROOT, Problem
 
 PROBLEMS = [
     Problem(
@@ -24,4 +24,8 @@ PROBLEMS = [
     ),
     # A tiny character-level GPT (studies/tasks/charlm.py): 400 steps, an evaluation every 40; eval loss minimised.
     Problem.from_study("charlm", configurations=60, draw_seed=2031),
+    # The third fresh set (2026-12-02, after round 9's default shipped): the same model on Python source code.
+    Problem.from_study(
+        "fresh3-charsource", configurations=150, draw_seed=2057, fresh=True, data_dir=DATA / "dense"
+    ),
 ]
