@@ -4,7 +4,7 @@ selection (bench/search/heldout.py) picks one of them on problems it is not judg
 
 Each is laid out from the problem's study file as hpo would lay it out (`hpo.spec.scheduler`): the first rung at the
 study's first evaluation (`eval_every`) or at the first evaluation past a fraction of the length, further rungs at
-eta times the one below (`hpo.scheduling.asha.rung_levels`), rounded up to a recorded evaluation.
+eta times the one below (`hpo.spec.scheduler.rung_levels`), rounded up to a recorded evaluation.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 
 from bench.search.methods import Method
 from bench.search.problems import PROBLEMS, Problem
-from hpo.scheduling.asha import rung_levels
 from hpo.scheduling.rank_gate import RankGate
+from hpo.spec.scheduler import rung_levels
 
 # `scheduler: {type: asha}` with `sampler: {type: tpe, multi_fidelity: false}`, built by hpo (round 8)
 SHIPPED_OPTUNA_TPE = "hpo: asha as written, Optuna's TPE"

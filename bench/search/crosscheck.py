@@ -39,8 +39,8 @@ from bench.search.problems import PROBLEMS, Problem  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import simulate  # noqa: E402
 from bench.search.speed import speed_factor  # noqa: E402
-from hpo.scheduling.asha import rung_levels  # noqa: E402
 from hpo.spec import load_study_spec  # noqa: E402
+from hpo.spec.scheduler import rung_levels  # noqa: E402
 from hpo.storage.study_db import load_existing_study  # noqa: E402
 from hpo.study import run_study  # noqa: E402
 

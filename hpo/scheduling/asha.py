@@ -24,18 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
-def rung_levels(
-    min_resource: int, max_resource: int, reduction_factor: int, max_rungs: int | None = None
-) -> list[int]:
-    """The resource levels at which a trial pauses: min_resource * eta^k for every k with a level below max_resource,
-    the lowest `max_rungs` of them when given."""
-    levels, level = [], min_resource
-    while level < max_resource and (max_rungs is None or len(levels) < max_rungs):
-        levels.append(level)
-        level *= reduction_factor
-    return levels
-
-
 @dataclass
 class RungTrial:
     """What the rule knows of one trial: its value at each rung it reached, whether it is paused (at its highest rung)

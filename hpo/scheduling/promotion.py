@@ -30,7 +30,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.scheduling.asha import RungTrial, hopeless, next_promotion, rung_levels, values_by_rung
+from hpo.scheduling.asha import RungTrial, hopeless, next_promotion, values_by_rung
 from hpo.scheduling.rank_gate import RankGate
 from hpo.spec import StudySpec
 from hpo.spec.scheduler import RankGateSpec
@@ -75,12 +75,9 @@ class AshaPlan:
         scheduler = spec.study.scheduler
         if scheduler is None or scheduler.type != "asha" or spec.stops_at_rungs():
             return None
-        assert scheduler.max_resource is not None and scheduler.reduction_factor is not None  # settled
-        levels = rung_levels(
-            scheduler.min_resource, scheduler.max_resource, scheduler.reduction_factor, scheduler.max_rungs
-        )
+        assert scheduler.reduction_factor is not None  # settled
         return cls(
-            levels=tuple(levels),
+            levels=tuple(scheduler.promotion_levels()),
             eta=scheduler.reduction_factor,
             maximize=(spec.study.directions or ["minimize"])[0] == "maximize",
             resource=scheduler.resource,

@@ -87,6 +87,18 @@ PROMOTION_FIELDS = ("min_resource", "max_rungs", "continue_in_place", "promote_u
 STOP_FIELDS = ("startup_trials", "keep")
 
 
+def rung_levels(
+    min_resource: int, max_resource: int, reduction_factor: int, max_rungs: int | None = None
+) -> list[int]:
+    """The resource levels at which a trial pauses: min_resource * eta^k for every k with a level below max_resource,
+    the lowest `max_rungs` of them when given."""
+    levels, level = [], min_resource
+    while level < max_resource and (max_rungs is None or len(levels) < max_rungs):
+        levels.append(level)
+        level *= reduction_factor
+    return levels
+
+
 class RankGateSpec(Section):
     enabled: bool = True  # `rank_gate: true` / `false` in a file set this alone
     min_pairs: int = Field(8, ge=2)
@@ -244,6 +256,12 @@ class SchedulerSpec(Section):
         if self.min_resource is not None and self.max_resource:
             return self.min_resource / self.max_resource
         return STOP_FIRST_FRACTION
+
+    def promotion_levels(self) -> list[int]:
+        """Promotion-type rungs: the resource levels a trial pauses at (in `resource` units), once settled."""
+        assert self.min_resource is not None and self.max_resource is not None  # settled
+        assert self.reduction_factor is not None
+        return rung_levels(self.min_resource, self.max_resource, self.reduction_factor, self.max_rungs)
 
     def _follow_the_length_unit(self, training: dict[str, Any]) -> None:
         """`resource` not given: count in the unit the study's length is given in. A study that trains by

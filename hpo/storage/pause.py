@@ -27,10 +27,13 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.storage.boundaries import BOUNDARIES
+from hpo.storage.boundaries import (
+    boundaries as boundaries,
+)  # re-exported: promotion reads it as pause.boundaries
 from hpo.storage.study_db import PAUSED_ATTR, storage_of, update_trial
 
 PAUSED = PAUSED_ATTR
-BOUNDARIES = "hpo:boundaries"
 RESUMED_AT = "hpo:resumed_at"
 
 
@@ -51,11 +54,6 @@ def pause_info(trial: FrozenTrial) -> dict[str, Any]:
     """Where a paused trial stopped (empty for a trial that is not paused)."""
     info = trial.system_attrs.get(PAUSED)
     return dict(info) if is_paused(trial) and isinstance(info, dict) else {}
-
-
-def boundaries(trial: FrozenTrial) -> dict[int, float]:
-    """The values a trial reported at pause points, by global step."""
-    return {int(step): float(value) for step, value in (trial.system_attrs.get(BOUNDARIES) or {}).items()}
 
 
 def paused_trials(study: optuna.Study) -> list[FrozenTrial]:

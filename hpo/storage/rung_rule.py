@@ -9,9 +9,14 @@ trial at its first evaluation with values others had at a ninth of their length,
 word. So the rule a study begins under is stored with it (`RULE_ATTR`), and a run whose file gives another is refused
 naming the field, as a changed direction is.
 
-A study begun before the rule was stored has none: its recorded values are checked against what the file's stop-type
-rungs would have recorded (the value each trial reported at each of its rungs), and a study most of whose checked
-trials disagree is refused the same way.
+Promotion-type ASHA keeps each trial's value at the points it paused at (hpo.storage.pause's boundaries) and ranks
+the trials at a rung by the values recorded at that rung's level: a file whose levels moved (another `min_resource`,
+`max_resource`, `reduction_factor` or `max_rungs`) would leave the paused trials at levels that are no rung any more,
+never promoted nor ended. Its rule is the levels, stored and compared the same way.
+
+A study begun before the rule was stored has none: its recorded values are checked against what the file's rungs
+would have recorded (for stop-type rungs the value each trial reported at each of its rungs, for promotion-type ones
+the points it paused at), and a study whose checked trials disagree is refused the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.errors import ConfigError
 from hpo.spec.study import StudySpec
 from hpo.storage.attempts import REQUEUED_FROM
+from hpo.storage.boundaries import boundaries
 from hpo.storage.stop_rungs import RUNG_KEY, StopRungsPruner
 
 # Study system attribute: `rung_rule(spec)` (JSON) of the run that first recorded a rung.
@@ -48,6 +54,13 @@ def rung_rule(spec: StudySpec) -> dict[str, Any] | None:
             "reduction_factor": scheduler.reduction_factor,
             "keep": scheduler.keep,
         }
+    if scheduler is not None and scheduler.type == "asha":
+        return {
+            "rungs": "promotion",
+            "resource": scheduler.resource,
+            "levels": scheduler.promotion_levels(),
+            "reduction_factor": scheduler.reduction_factor,
+        }
     pruner = spec.study.pruner
     if pruner is None or pruner.type not in RUNG_OPTIONS:
         return None
@@ -56,6 +69,9 @@ def rung_rule(spec: StudySpec) -> dict[str, Any] | None:
 
 def describe(rule: Mapping[str, Any]) -> str:
     """The rule in the words of an error message."""
+    if rule.get("rungs") == "promotion":
+        levels = ", ".join(str(level) for level in rule["levels"])
+        return f"promotion-type rungs at {rule['resource']} {levels}, the top 1/{rule['reduction_factor']} promoted"
     if rule.get("rungs") == "stop":
         return (
             f"stop-type rungs from {rule['first_fraction']:g} of each trial's length (0: its first evaluation), "
@@ -83,15 +99,27 @@ def check_rung_rule(
     stored = storage.get_study_system_attrs(study_id).get(RULE_ATTR)
     if stored == rule:
         return
+    # WAITING: a promotion study's paused trials
     trials = study.get_trials(
-        deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        deepcopy=False,
+        states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING),
     )
-    recorded = [t for t in trials if f"{RUNG_KEY}0" in t.system_attrs]
+    recorded = [t for t in trials if has_recorded(t, rule)]
     if recorded and stored is not None:
         raise ConfigError(
             f"{field_of(spec)}: the stored study '{spec.study.name}' in {where} recorded its rung values under "
             f"{describe(stored)}; the file now gives {describe(rule)}. Give the rungs the study began with, or use "
             "another study.name or --storage"
+        )
+    if (
+        recorded
+        and rule["rungs"] == "promotion"
+        and (elsewhere := paused_elsewhere(recorded, rule["levels"]))
+    ):
+        raise ConfigError(
+            f"{field_of(spec)}: the stored study '{spec.study.name}' in {where} recorded rung values at "
+            f"{rule['resource']} {', '.join(str(p) for p in elsewhere)}, where the file puts no rung "
+            f"({describe(rule)}). Give the rungs it began with, or use another study.name or --storage"
         )
     if recorded and recorded_elsewhere(recorded, pruner):
         raise ConfigError(
@@ -104,7 +132,18 @@ def check_rung_rule(
 
 
 def field_of(spec: StudySpec) -> str:
-    return "study.scheduler" if spec.stops_at_rungs() else "study.pruner"
+    return "study.scheduler" if spec.study.scheduler is not None else "study.pruner"
+
+
+def has_recorded(trial: FrozenTrial, rule: Mapping[str, Any]) -> bool:
+    """Whether the trial holds a value taken under the rule: a stop-type rung value, or a promotion pause point."""
+    return bool(boundaries(trial)) if rule["rungs"] == "promotion" else f"{RUNG_KEY}0" in trial.system_attrs
+
+
+def paused_elsewhere(recorded: Sequence[FrozenTrial], levels: Sequence[int]) -> list[int]:
+    """The points, in the resource's unit, where trials recorded a promotion rung value that are none of `levels`
+    (a trial records one only where its rule paused it or let it go on in place, so any such point is another rule's)."""
+    return sorted({point for trial in recorded for point in boundaries(trial)} - set(levels))
 
 
 def recorded_elsewhere(recorded: Sequence[FrozenTrial], pruner: optuna.pruners.BasePruner) -> bool:

@@ -17,9 +17,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import HpoError
 from hpo.export.write import export_study
-from hpo.scheduling.asha import rung_levels
 from hpo.scheduling.pbt import DECIDED
 from hpo.spec import StudySpec
+from hpo.spec.scheduler import rung_levels
 from hpo.storage import pause
 from hpo.storage.database import create_storage
 from hpo.storage.retention import checkpoints_in

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from hpo.scheduling.asha import rung_levels
+from hpo.spec.scheduler import rung_levels
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = Path(__file__).resolve().parents[1] / "data"

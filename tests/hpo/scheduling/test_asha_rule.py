@@ -9,9 +9,9 @@ from hpo.scheduling.asha import (
     hopeless,
     next_promotion,
     rung_counts,
-    rung_levels,
     values_by_rung,
 )
+from hpo.spec.scheduler import rung_levels
 
 
 def paused(number: int, *values: float) -> RungTrial:

@@ -1,5 +1,6 @@
-"""A study resumed with other stop-type rungs than its rung values were recorded under is refused, naming the field:
-its trials would be judged against values taken at other steps (hpo.storage.rung_rule)."""
+"""A study resumed with other rungs than its rung values were recorded under is refused, naming the field: under
+stop-type rungs its trials would be judged against values taken at other steps, under promotion-type ones paused
+trials would wait at levels that are no rung (hpo.storage.rung_rule)."""
 
 from __future__ import annotations
 
@@ -138,3 +139,51 @@ def test_optunas_successive_halving_resumed_with_another_min_resource_is_refused
     ):
         run_study(halving(8, 5), workers=1, dry_run=False)
     assert len(trials(tmp_path)) == 3
+
+
+def promotion(folder, min_resource: int, n_trials: int):
+    scheduler = {"type": "asha", "mode": "promotion", "min_resource": min_resource, "reduction_factor": 3}
+    return study_file(folder, scheduler, n_trials)
+
+
+def test_a_promotion_study_resumed_with_moved_rungs_is_refused_and_with_its_own_goes_on(tmp_path):
+    # rungs at steps 8 and 24 of 36; moved to 4 and 12 the paused trials would wait at levels that are no rung
+    run_study(promotion(tmp_path, 8, 4), workers=1, dry_run=False)
+    assert stored_rule(tmp_path) == {
+        "rungs": "promotion",
+        "resource": "steps",
+        "levels": [8, 24],
+        "reduction_factor": 3,
+    }
+    with pytest.raises(ConfigError) as refused:
+        run_study(promotion(tmp_path, 4, 6), workers=1, dry_run=False)
+    message = str(refused.value)
+    assert refused.value.exit_code == 2 and "\n" not in message
+    assert message.startswith("study.scheduler: the stored study 'test'")
+    assert (
+        "under promotion-type rungs at steps 8, 24, the top 1/3 promoted; the file now gives promotion-type rungs "
+        "at steps 4, 12, the top 1/3 promoted." in message
+    )
+    assert len(trials(tmp_path)) == 4
+    run_study(promotion(tmp_path, 8, 6), workers=1, dry_run=False)
+    assert len(trials(tmp_path)) == 6
+
+
+def test_a_promotion_study_begun_before_the_rule_was_stored_is_checked_by_where_it_paused(tmp_path):
+    run_study(promotion(tmp_path, 8, 4), workers=1, dry_run=False)
+    forget_rule(tmp_path)
+    moved = promotion(tmp_path, 12, 6)  # one rung at 12: the trials recorded values at 8 (and 24)
+    done = subprocess.run(
+        [sys.executable, "-m", "hpo.cli", "run", str(moved)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "recorded rung values at steps 8" in lines[0]
+    assert "where the file puts no rung (promotion-type rungs at steps 12, the top 1/3 promoted)" in lines[0]
+    assert len(trials(tmp_path)) == 4
+    run_study(promotion(tmp_path, 8, 6), workers=1, dry_run=False)  # the rungs it began with: on it goes
+    assert len(trials(tmp_path)) == 6 and stored_rule(tmp_path)["levels"] == [8, 24]

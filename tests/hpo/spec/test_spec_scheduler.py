@@ -9,9 +9,9 @@ import pytest
 import yaml
 from test_spec_study import problem, study
 
-from hpo.scheduling.asha import rung_levels
 from hpo.scheduling.promotion import AshaPlan
 from hpo.spec import parse_study_spec
+from hpo.spec.scheduler import rung_levels
 from hpo.storage.stop_rungs import StopRungsPruner
 from hpo.storage.study_db import build_pruner
 
