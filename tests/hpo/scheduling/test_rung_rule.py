@@ -39,6 +39,17 @@ def stored_rule(folder) -> dict | None:
     return study._storage.get_study_system_attrs(study._study_id).get(RULE_ATTR)  # noqa: SLF001 - no public read
 
 
+def hpo_run(study, folder) -> subprocess.CompletedProcess:
+    """`hpo run` as a user types it, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpo.cli", "run", str(study)],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        timeout=300,
+    )
+
+
 def forget_rule(folder) -> None:
     """The study as a version of hpo before the rule was stored left it."""
     with sqlite3.connect(folder / "out" / "study.db") as db:
@@ -83,13 +94,7 @@ def test_a_study_begun_under_the_old_default_rungs_is_refused_by_the_cli_in_one_
     forget_rule(tmp_path)
     assert stored_rule(tmp_path) is None
     upgraded = study_file(tmp_path, {"type": "asha"}, 8)
-    done = subprocess.run(
-        [sys.executable, "-m", "hpo.cli", "run", str(upgraded)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    done = hpo_run(upgraded, tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert (
@@ -173,13 +178,7 @@ def test_a_promotion_study_begun_before_the_rule_was_stored_is_checked_by_where_
     run_study(promotion(tmp_path, 8, 4), workers=1, dry_run=False)
     forget_rule(tmp_path)
     moved = promotion(tmp_path, 12, 6)  # one rung at 12: the trials recorded values at 8 (and 24)
-    done = subprocess.run(
-        [sys.executable, "-m", "hpo.cli", "run", str(moved)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    done = hpo_run(moved, tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "recorded rung values at steps 8" in lines[0]
