@@ -230,7 +230,18 @@ def explored_for(problem: Problem) -> list[Method]:
         # the multi-fidelity TPE is led by early values, and keep 2/3 cut harder where curves rank early).
         plain("hpo: gentle rungs from 1st eval (keep 2/3 x2) plain TPE", 2 / 3, 2),
         plain("hpo: gentle rungs from 1st eval (keep 2/3 x3) plain TPE", 2 / 3, 3),
+        # Round 11: what ships, deciding sooner where the rung ranks. Rounds 9-10 saw its pairs (a rung's value and the
+        # value 4x further on, 8 of them) come after the hard cuts had won on charlm and fresh3-charsource; pairs at 2x
+        # exist about twice as early, and 5 pairs sooner than 8.
+        ranked_plain("hpo: ranked keep 1/3, pairs at 2x plain TPE", {"ahead": 2}),
+        ranked_plain("hpo: ranked keep 1/3, 5 pairs plain TPE", {"min_pairs": 5}),
+        ranked_plain("hpo: ranked keep 1/3, 5 pairs at 2x plain TPE", {"ahead": 2, "min_pairs": 5}),
     ]
+
+
+def ranked_plain(name: str, options: dict[str, object]) -> Method:
+    """What ships (ranked keep 1/3 | 3/4 | all under Optuna's TPE) with some of its ranked rule's settings changed."""
+    return Method(name, "study", ranked_keep={"high_keep": 1 / 3, **options})
 
 
 def ranked(name: str, options: dict[str, object]) -> Method:
