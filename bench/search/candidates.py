@@ -233,9 +233,9 @@ def explored_for(problem: Problem) -> list[Method]:
         # Round 11: what ships, deciding sooner where the rung ranks. Rounds 9-10 saw its pairs (a rung's value and the
         # value 4x further on, 8 of them) come after the hard cuts had won on charlm and fresh3-charsource; pairs at 2x
         # exist about twice as early, and 5 pairs sooner than 8.
-        ranked_plain("hpo: ranked keep 1/3, pairs at 2x plain TPE", {"ahead": 2}),
-        ranked_plain("hpo: ranked keep 1/3, 5 pairs plain TPE", {"min_pairs": 5}),
-        ranked_plain("hpo: ranked keep 1/3, 5 pairs at 2x plain TPE", {"ahead": 2, "min_pairs": 5}),
+        ranked_plain("hpo: ranked keep 1/3 (pairs at 2x) plain TPE", {"ahead": 2}),
+        ranked_plain("hpo: ranked keep 1/3 (5 pairs) plain TPE", {"min_pairs": 5}),
+        ranked_plain("hpo: ranked keep 1/3 (5 pairs at 2x) plain TPE", {"ahead": 2, "min_pairs": 5}),
     ]
 
 
