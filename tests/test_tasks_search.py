@@ -77,3 +77,21 @@ def test_the_char_lm_reads_standard_library_source_when_the_file_says_so_and_ref
     assert isinstance(model, charlm.CharGPT)
     with pytest.raises(ValueError, match="unknown corpus 'poems'"):
         charlm.data({"corpus": "poems"})
+
+
+def test_the_char_lm_reads_numpys_docstrings_when_the_file_says_so():
+    train, held = charlm.data({"corpus": "numpy_docs"})
+    assert len(train) == charlm.TRAIN_WINDOWS and len(held) == charlm.EVAL_WINDOWS
+    source_train, _ = charlm.data({"corpus": "source"})
+    assert not torch.equal(train.windows, source_train.windows)
+    text = charlm.CORPORA["numpy_docs"]()
+    # numpy's docstring layout (numpydoc sections), the same text every time it is read
+    assert "Parameters\n----------" in text and "Examples\n--------" in text
+    assert text == charlm.CORPORA["numpy_docs"]()
+    assert len(text) > 400_000  # about as much text as the help topics
+
+
+def test_the_fourth_fresh_sets_tables_are_eight_classes_and_a_regression():
+    blobs, roll = tabular.DATASETS["blobs"](), tabular.DATASETS["swiss_roll"]()
+    assert blobs.classes == 8 and sorted(set(blobs.target.tolist())) == list(range(8))
+    assert roll.classes == 0 and roll.features.shape == (3000, 8)

@@ -1,13 +1,13 @@
 """Task: a tiny character-level GPT (a causal transformer) on text that ships with Python itself: the help topics of
 `pydoc_data.topics` (the English text `help("FOR")` prints), or the source code of a fixed list of standard-library
-modules (`corpus: source`). The small language model of `bench/search/`.
+modules (`corpus: source`), or numpy's docstrings (`corpus: numpy_docs`). The small language model of `bench/search/`.
 
     task: {model_init: studies.tasks.charlm:model_init, data: studies.tasks.charlm:data}
-    model: {corpus: help}            # or source
+    model: {corpus: help}            # or source, numpy_docs
     metric: loss                     # eval_loss: cross-entropy per character, minimised
 
 Model parameters: n_embd, n_layer, n_head, dropout (and `corpus`, from the file). The text is the topics joined in
-sorted order (or the modules' files in the listed order), cut to ASCII (others become '?'); the last tenth is the eval
+sorted order (or the modules' files in the listed order, or numpy's public names' docstrings in sorted order), cut to ASCII (others become '?'); the last tenth is the eval
 text. Training samples are `TRAIN_WINDOWS` fixed windows of
 `BLOCK + 1` characters drawn once with a fixed seed, the eval set `EVAL_WINDOWS` windows of the eval text, so every
 trial sees the same data.
@@ -16,6 +16,7 @@ trial sees the same data.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,14 @@ def _source_text() -> str:
     return "\n".join(Path(importlib.util.find_spec(name).origin).read_text() for name in SOURCE_MODULES)
 
 
-CORPORA = {"help": _help_text, "source": _source_text}
+def _numpy_docs_text() -> str:
+    """numpy's docstrings (the lock pins its version): technical English with examples, unlike the help topics' prose
+    or the standard library's code. Sorted by name, so the text is the same on every machine with that numpy."""
+    docs = (inspect.getdoc(getattr(np, name)) for name in sorted(dir(np)) if not name.startswith("_"))
+    return "\n".join(doc for doc in docs if doc)
+
+
+CORPORA = {"help": _help_text, "source": _source_text, "numpy_docs": _numpy_docs_text}
 
 
 @lru_cache(maxsize=2)

@@ -6,7 +6,8 @@ regression: the tabular problems of `bench/search/` (each a study file naming a 
     model: {dataset: breast_cancer}
 
 Data sets (`DATASETS`): scikit-learn's bundled breast_cancer, wine and diabetes, and generated ones
-(make_classification, make_regression, make_friedman1, make_moons, make_hastie_10_2) whose size, difficulty and label
+(make_classification, make_regression, the Friedman functions, make_moons, make_hastie_10_2, make_circles,
+make_gaussian_quantiles, make_swiss_roll, make_blobs) whose size, difficulty and label
 noise differ, so that what makes a search schedule right or wrong differs too. Every split is fixed (the same eval
 rows for every trial), features are standardised on the training rows, a regression target too (so its eval loss is a
 fraction of the target's variance).
@@ -126,6 +127,26 @@ def _friedman2() -> Table:
     return Table(x, y, 0)
 
 
+def _swiss_roll() -> Table:
+    from sklearn.datasets import make_swiss_roll
+
+    # where a point lies along a noisy rolled sheet (the roll's angle), from its 3-d position among five distractor
+    # columns: a smooth target the net must unroll
+    x, t = make_swiss_roll(n_samples=3000, noise=0.8, random_state=13)
+    rng = np.random.default_rng(13)
+    return Table(np.hstack([x, rng.normal(size=(len(x), 5))]), t, 0)
+
+
+def _blobs() -> Table:
+    from sklearn.datasets import make_blobs
+
+    # eight overlapping Gaussian clusters in 8-d, skewed by a fixed linear map, among four distractor columns
+    x, y = make_blobs(n_samples=2500, centers=8, n_features=8, cluster_std=5.0, random_state=14)
+    rng = np.random.default_rng(14)
+    x = x @ rng.normal(size=(8, 8))
+    return Table(np.hstack([x, rng.normal(size=(len(x), 4))]), y, 8)
+
+
 def _friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -200,6 +221,9 @@ DATASETS: dict[str, Callable[[], Table]] = {
     # The third fresh set (2026-12-02, made after round 9's default shipped): quantiles, friedman2.
     "quantiles": _quantiles,  # 4,000 rows, 10 columns, 3 classes: nested shells among distractors
     "friedman2": _friedman2,  # 1,500 rows, 4 columns, a regression on the noisy square root of sums of squares
+    # The fourth fresh set (2026-12-03, made after round 11's candidates were stated): swiss_roll, blobs.
+    "swiss_roll": _swiss_roll,  # 3,000 rows, 8 columns, a regression: the angle along a noisy rolled sheet
+    "blobs": _blobs,  # 2,500 rows, 12 columns, 8 classes: skewed overlapping clusters among distractors
 }
 
 
