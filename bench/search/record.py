@@ -11,7 +11,8 @@ the way a trial of `hpo run` trains it (hpo.trial.run: the study's training sect
 right before `model_init`, the task's data, model and metrics, our Trainer), in this one process, one after another,
 on one thread. Two things differ from a trial, on purpose: no checkpoints are written (`save_strategy: no`: the
 simulator charges pauses and resumes from measured figures instead) and nothing is tracked. The file is rewritten
-every few configurations, so `--resume` continues an interrupted recording.
+every few configurations, so `--resume` continues an interrupted recording. Each configuration keeps the machine's
+1-minute load when it ended (`load_1min`): a figure well above 1 says other work shared the cores while it ran.
 """
 
 from __future__ import annotations
@@ -120,6 +121,9 @@ def curve_entry(
             round(b - a, 4) for a, b in zip(marks[:-1], marks[1:], strict=True)
         ],  # training to an evaluation, and it
         **{name: [round(float(m[name]), 5) for _, _, m in recorder.evaluations] for name in metrics},
+        # The machine's 1-minute load when it ended: about 1 on a quiet 2-core machine (this recording's one thread);
+        # higher means other work shared the cores, and this configuration's costs are slower than its own.
+        "load_1min": round(os.getloadavg()[0], 2),
     }
 
 

@@ -3,12 +3,15 @@ curve is complete."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
 
 import pytest
+import sklearn  # noqa: F401  (its import sets KMP_* variables: done here, not inside a test)
 
 from bench.search.problems import PROBLEMS
-from bench.search.record import draw_configurations
+from bench.search.record import draw_configurations, record
 from bench.search.recording import load
 from hpo.spec import load_study_spec
 
@@ -55,3 +58,21 @@ def test_a_point_replays_the_nearest_configuration_not_yet_taken():
     )  # the runner-up, none closer
     everything = range(len(recording.curves))
     assert recording.nearest(point, taken=everything) == 7  # once all are taken, any may replay again
+
+
+def test_a_recording_keeps_each_configurations_load_and_resumes_where_it_stopped(tmp_path):
+    problem = PROBLEMS["fresh3-friedman2"]  # 300 steps of a small MLP: seconds a configuration
+    out = tmp_path / "friedman2.json.gz"
+    record(problem, out, limit=2, resume=False)
+    first = json.loads(gzip.decompress(out.read_bytes()))
+    assert [c["params"] for c in first["configurations"]] == draw_configurations(
+        problem, load_study_spec(problem.study)
+    )[:2]
+    for entry in first["configurations"]:
+        assert len(entry["segment_s"]) == len(problem.rung_steps)
+        # the machine's load as the configuration ended: what tells a clean recording from one that shared the cores
+        assert isinstance(entry["load_1min"], float) and entry["load_1min"] >= 0
+    record(problem, out, limit=3, resume=True)
+    resumed = json.loads(gzip.decompress(out.read_bytes()))
+    assert resumed["configurations"][:2] == first["configurations"]  # kept as they were, one more after them
+    assert len(resumed["configurations"]) == 3
