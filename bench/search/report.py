@@ -59,6 +59,10 @@ def gather(folder: Path) -> tuple[dict[str, dict[str, list[RunFigures]]], dict[s
     return problems, budgets, maximize
 
 
+class NoCandidates(ValueError):
+    """The runs hold none of the rule's pool: the report cannot pick (a usage error, said in one line)."""
+
+
 def split(
     problems: dict[str, dict[str, list[RunFigures]]],
     with_explored: bool = False,
@@ -197,6 +201,19 @@ def judges_of(problems: dict[str, dict[str, list[RunFigures]]], peers: list[str]
     return [p for p in peers if min(len(problems[n][p]) for n in problems) >= RATIO_MIN_SEEDS]
 
 
+def require_candidates(problems: dict[str, dict[str, list[RunFigures]]], candidates: list[str]) -> None:
+    """The rule needs candidates to choose among: runs of what ships and the peers only (round 10) hold none."""
+    if candidates:
+        return
+    common = set.intersection(*(set(runs) for runs in problems.values()))
+    held = sorted(m for m in common if m.startswith("hpo"))
+    raise NoCandidates(
+        "no candidate for the held-out rule in these runs (rounds 1-3's run on every problem); "
+        f"name them with --pool (these runs hold {', '.join(held) or 'no hpo method'}), "
+        "or use --intervals for what ships against the peers"
+    )
+
+
 def rule_pick(folder: Path, with_explored: bool = False) -> str:
     """The candidate the held-out rule picks on every problem in `folder` (what it would ship)."""
     problems, budgets, _ = gather(folder)
@@ -209,6 +226,7 @@ def report(
 ) -> str:
     problems, budgets, maximize = gather(folder)
     peers, candidates, partial = split(problems, with_explored, pool)
+    require_candidates(problems, candidates)
     judges = judges_of(problems, peers)
     pick = heldout.choose(problems, budgets, candidates, judges)
     chosen = heldout.leave_one_out(problems, budgets, candidates, judges)
@@ -564,11 +582,14 @@ def main() -> None:
         help="only the interval table, for runs of what ships and some peers (e.g. more seeds on a few problems)",
     )
     options = parser.parse_args()
-    text = (
-        intervals(options.runs)
-        if options.intervals
-        else report(options.runs, options.fresh, options.with_explored, options.pool)
-    )
+    try:
+        text = (
+            intervals(options.runs)
+            if options.intervals
+            else report(options.runs, options.fresh, options.with_explored, options.pool)
+        )
+    except NoCandidates as error:
+        parser.error(str(error))
     print(text)
     if options.out:
         options.out.write_text(text + "\n")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from dataclasses import asdict
 
 import numpy as np
@@ -14,7 +16,7 @@ from bench.search import heldout, report, sensitivity
 from bench.search.candidates import CURRENT, EXPLORED, PROMOTION_RUNG, at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
 from bench.search.methods import NO_PRUNER_NAMED, SHIPPED
-from bench.search.problems import PROBLEMS
+from bench.search.problems import PROBLEMS, ROOT
 from bench.search.recording import load
 from bench.search.simulate import budget_of, simulate
 from bench.search.suite import methods_of, recorded
@@ -314,3 +316,9 @@ def test_the_interval_report_needs_only_what_ships_and_some_peers(tmp_path):
     text = report.intervals(tmp_path)
     assert text.splitlines()[0] == "1 problems, [40] seeds; peers: peer, peer 2"
     assert text.splitlines()[-1] == "| p | peer | 1.50x | 1.50-1.50 | yes, the whole interval |"
+    # the full report needs candidates to choose among: without --pool these runs hold none, and it says so
+    command = [sys.executable, str(ROOT / "bench/search/report.py"), "--runs", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("report.py: error: no candidate for the held-out rule")
+    assert f"these runs hold {SHIPPED}" in done.stderr and "--pool" in done.stderr
