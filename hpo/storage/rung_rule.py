@@ -14,6 +14,11 @@ the trials at a rung by the values recorded at that rung's level: a file whose l
 `max_resource`, `reduction_factor` or `max_rungs`) would leave the paused trials at levels that are no rung any more,
 never promoted nor ended. Its rule is the levels, stored and compared the same way.
 
+PBT's members pause and are scored at every `perturbation_interval` up to `max_resource`, and an interval's decisions
+wait until every live member has a score there: a file with another interval would leave the paused members waiting
+at steps that are no interval, and another max_resource would stretch the learning-rate schedule of members already
+part-way through it. Its rule is the two, stored and compared the same way.
+
 A study begun before the rule was stored has none: its recorded values are checked against what the file's rungs
 would have recorded (for stop-type rungs the value each trial reported at each of its rungs, for promotion-type ones
 the points it paused at), and a study whose checked trials disagree is refused the same way.
@@ -47,6 +52,12 @@ def rung_rule(spec: StudySpec) -> dict[str, Any] | None:
     """What places the study file's rung values (stored as JSON and compared as data, so rewording `describe` does
     not refuse a study); None for a pruner that records none."""
     scheduler = spec.study.scheduler
+    if scheduler is not None and scheduler.type == "pbt":
+        return {
+            "rungs": "pbt",
+            "perturbation_interval": scheduler.perturbation_interval,
+            "max_resource": scheduler.max_resource,
+        }
     if scheduler is not None and spec.stops_at_rungs():
         return {
             "rungs": "stop",
@@ -72,6 +83,8 @@ def describe(rule: Mapping[str, Any]) -> str:
     if rule.get("rungs") == "promotion":
         levels = ", ".join(str(level) for level in rule["levels"])
         return f"promotion-type rungs at {rule['resource']} {levels}, the top 1/{rule['reduction_factor']} promoted"
+    if rule.get("rungs") == "pbt":
+        return f"PBT intervals every {rule['perturbation_interval']} steps to {rule['max_resource']}"
     if rule.get("rungs") == "stop":
         return (
             f"stop-type rungs from {rule['first_fraction']:g} of each trial's length (0: its first evaluation), "
@@ -121,6 +134,12 @@ def check_rung_rule(
             f"{rule['resource']} {', '.join(str(p) for p in elsewhere)}, where the file puts no rung "
             f"({describe(rule)}). Give the rungs it began with, or use another study.name or --storage"
         )
+    if recorded and rule["rungs"] == "pbt" and (elsewhere := scored_elsewhere(recorded, spec)):
+        raise ConfigError(
+            f"study.scheduler: the stored study '{spec.study.name}' in {where} scored its members at steps "
+            f"{', '.join(str(step) for step in elsewhere)}, where the file puts no interval ({describe(rule)}). "
+            "Give the perturbation_interval and max_resource it began with, or use another study.name or --storage"
+        )
     if recorded and recorded_elsewhere(recorded, pruner):
         raise ConfigError(
             f"{field_of(spec)}: the stored study '{spec.study.name}' in {where} recorded its rung values at other "
@@ -136,8 +155,19 @@ def field_of(spec: StudySpec) -> str:
 
 
 def has_recorded(trial: FrozenTrial, rule: Mapping[str, Any]) -> bool:
-    """Whether the trial holds a value taken under the rule: a stop-type rung value, or a promotion pause point."""
-    return bool(boundaries(trial)) if rule["rungs"] == "promotion" else f"{RUNG_KEY}0" in trial.system_attrs
+    """Whether the trial holds a value taken under the rule: a stop-type rung value, a promotion pause point, or a
+    PBT member's score at an interval (its only intermediate values)."""
+    if rule["rungs"] == "promotion":
+        return bool(boundaries(trial))
+    if rule["rungs"] == "pbt":
+        return bool(trial.intermediate_values)
+    return f"{RUNG_KEY}0" in trial.system_attrs
+
+
+def scored_elsewhere(recorded: Sequence[FrozenTrial], spec: StudySpec) -> list[int]:
+    """The steps PBT members were scored at that are none of the file's intervals (another interval's)."""
+    intervals = set(spec.study.scheduler.intervals())
+    return sorted({step for trial in recorded for step in trial.intermediate_values} - intervals)
 
 
 def paused_elsewhere(recorded: Sequence[FrozenTrial], levels: Sequence[int]) -> list[int]:

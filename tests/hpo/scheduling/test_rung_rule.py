@@ -186,3 +186,40 @@ def test_a_promotion_study_begun_before_the_rule_was_stored_is_checked_by_where_
     assert len(trials(tmp_path)) == 4
     run_study(promotion(tmp_path, 8, 6), workers=1, dry_run=False)  # the rungs it began with: on it goes
     assert len(trials(tmp_path)) == 6 and stored_rule(tmp_path)["levels"] == [8, 24]
+
+
+def pbt(folder, interval: int, max_resource: int = 8):
+    """Two members, scored at every `interval` steps up to `max_resource`."""
+    scheduler = {
+        "type": "pbt",
+        "population": 2,
+        "perturbation_interval": interval,
+        "max_resource": max_resource,
+        "quantile_fraction": 0.5,
+        "resample_probability": 0.0,
+        "mutations": {"learning_rate": {"factors": [0.5, 2.0]}},
+    }
+    return write_study(
+        folder,
+        study={"n_trials": 2, "scheduler": scheduler, "sampler": {"type": "random", "seed": 0}},
+        training={"max_steps": None, "lr_scheduler_type": "linear"},
+        search_space={"learning_rate": {"type": "float", "low": 1.0e-4, "high": 0.5, "log": True}},
+        resources={"heartbeat_interval": 1, "grace_period": 3},
+    )
+
+
+def test_a_pbt_study_resumed_with_another_interval_is_refused_in_one_line_and_with_its_own_goes_on(tmp_path):
+    # members scored at 4 (and complete at 8); with an interval of 8 the file's intervals would be 8 and 16
+    run_study(pbt(tmp_path, 4), workers=1, dry_run=False)
+    assert stored_rule(tmp_path) == {"rungs": "pbt", "perturbation_interval": 4, "max_resource": 8}
+    assert {tuple(sorted(t.intermediate_values)) for t in trials(tmp_path)} == {(4,)}
+    done = hpo_run(pbt(tmp_path, 8, max_resource=16), tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "study.scheduler: the stored study 'test'" in lines[0]
+    assert "under PBT intervals every 4 steps to 8; the file now gives PBT intervals every 8 steps to 16" in lines[0]
+    forget_rule(tmp_path)  # as a version of hpo before the rule was stored left it: checked by where members scored
+    done = hpo_run(pbt(tmp_path, 8, max_resource=16), tmp_path)
+    assert done.returncode == 2 and "scored its members at steps 4, where the file puts no interval" in done.stderr
+    assert hpo_run(pbt(tmp_path, 4), tmp_path).returncode == 0  # the intervals it began with: taken, and stored
+    assert stored_rule(tmp_path)["perturbation_interval"] == 4
