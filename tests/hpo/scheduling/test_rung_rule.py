@@ -217,9 +217,19 @@ def test_a_pbt_study_resumed_with_another_interval_is_refused_in_one_line_and_wi
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "study.scheduler: the stored study 'test'" in lines[0]
-    assert "under PBT intervals every 4 steps to 8; the file now gives PBT intervals every 8 steps to 16" in lines[0]
-    forget_rule(tmp_path)  # as a version of hpo before the rule was stored left it: checked by where members scored
+    assert (
+        "under PBT intervals every 4 steps to 8; the file now gives PBT intervals every 8 steps to 16"
+        in lines[0]
+    )
+    forget_rule(
+        tmp_path
+    )  # as a version of hpo before the rule was stored left it: checked by where members scored
     done = hpo_run(pbt(tmp_path, 8, max_resource=16), tmp_path)
-    assert done.returncode == 2 and "scored its members at steps 4, where the file puts no interval" in done.stderr
-    assert hpo_run(pbt(tmp_path, 4), tmp_path).returncode == 0  # the intervals it began with: taken, and stored
+    assert (
+        done.returncode == 2
+        and "scored its members at steps 4, where the file puts no interval" in done.stderr
+    )
+    assert (
+        hpo_run(pbt(tmp_path, 4), tmp_path).returncode == 0
+    )  # the intervals it began with: taken, and stored
     assert stored_rule(tmp_path)["perturbation_interval"] == 4
