@@ -33,4 +33,8 @@ PROBLEMS = [
     # recorded densely only (with fresh3-charsource, text.py)
     Problem.from_study("fresh3-quantiles", configurations=300, draw_seed=2055, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh3-friedman2", configurations=300, draw_seed=2056, fresh=True, data_dir=DENSE),
+    # the fourth fresh set (2026-12-03): made after round 11's candidates and rule were stated, to judge its pick;
+    # recorded densely only (with fresh4-chardocs, text.py)
+    Problem.from_study("fresh4-swissroll", configurations=250, draw_seed=2058, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh4-blobs", configurations=300, draw_seed=2059, fresh=True, data_dir=DENSE),
 ]

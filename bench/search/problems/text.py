@@ -1,5 +1,6 @@
 """The text family: LoRA adapters on the pretrained MiniLM (studies/minilm_lora.yaml) and a tiny character-level GPT
-on Python's own help topics (charlm.yaml beside this file) or on its standard library's source (fresh3-charsource.yaml)."""
+on Python's own help topics (charlm.yaml beside this file), on its standard library's source (fresh3-charsource.yaml) or on
+numpy's docstrings (fresh4-chardocs.yaml)."""
 
 from __future__ import annotations
 
@@ -27,5 +28,9 @@ PROBLEMS = [
     # The third fresh set (2026-12-02, after round 9's default shipped): the same model on Python source code.
     Problem.from_study(
         "fresh3-charsource", configurations=150, draw_seed=2057, fresh=True, data_dir=DATA / "dense"
+    ),
+    # The fourth fresh set (2026-12-03, after round 11's candidates were stated): the same model on numpy's docstrings.
+    Problem.from_study(
+        "fresh4-chardocs", configurations=100, draw_seed=2060, fresh=True, data_dir=DATA / "dense"
     ),
 ]
