@@ -19,6 +19,7 @@ adaptive_rungs.py, early_ranks.py, random_share.py, model_or_random.py, keep_run
 suite.py      every method on every recorded problem, many seeds, in parallel (runs/suite/<problem>.json)
 heldout.py    held-out selection of hpo's default (leave one problem out) and the ranks
 report.py     the suite's tables
+standing.py   issue 36's bar put to every method (what ships and each peer against the best of the others)
 small.py      studies bounded by their trial count (8, 15, 30 trials), not by time: what stopping costs the final model
 sensitivity.py the rule's pick and the shipped rung beside the peers at the problems' costs and with every overhead scaled
 crosscheck.py a real `hpo run` (one worker, enqueued recorded configurations) against the simulator

@@ -1,0 +1,82 @@
+"""bench/search/standing.py: issue 36's bar applied to every method against the best of the others, over the
+problems of several run folders."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from bench.search.figures import RunFigures
+from bench.search.methods import SHIPPED
+from bench.search.problems import ROOT
+from bench.search.standing import PEERS
+
+SCRIPT = str(ROOT / "bench/search/standing.py")
+
+
+def timed(q95: float, regret: float, final: float, seeds: int = 20) -> list[RunFigures]:
+    return [
+        RunFigures({0.9: q95, 0.95: q95, 0.99: math.inf}, {1.0: final}, 1.0, 10, 0, 10, regret)
+        for _ in range(seeds)
+    ]
+
+
+def write(folder: Path, name: str, q95: dict[str, float], final: dict[str, float]) -> None:
+    figures = {m: timed(q95[m], q95[m] / 100, final[m]) for m in q95}
+    stored = {
+        "problem": name,
+        "budget_s": 100.0,
+        "regret_scale": [1.0, 0.5],
+        "configurations": 300,
+        "runs": {m: {"seeds": len(f), "figures": [asdict(r) for r in f]} for m, f in figures.items()},
+    }
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(stored))
+
+
+def standing(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, SCRIPT, *arguments], capture_output=True, text=True, check=False)
+
+
+def test_each_method_is_judged_against_the_best_of_the_others_over_every_folders_problems(tmp_path):
+    methods = [SHIPPED, *PEERS]
+    slow = dict.fromkeys(methods, 30.0)
+    finals = dict.fromkeys(methods, 0.75)
+    # p1: hpo 15 s, Ray 10 s: hpo is 1.5x the best of the others, Ray 10 / 15 of its best other
+    write(tmp_path / "a", "p1", {**slow, SHIPPED: 15.0, "Ray Tune ASHA": 10.0}, {**finals, SHIPPED: 1.0})
+    # p2: hpo first (10 s), TPE 11 s; the same problem in the later folder replaces this one
+    write(tmp_path / "a", "p2", {**slow, SHIPPED: 99.0}, finals)
+    write(tmp_path / "b", "p2", {**slow, SHIPPED: 10.0, "TPE": 11.0}, finals)
+    done = standing("--runs", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Over 2 problems, each method against the best of the other 6")
+    ours = next(line for line in lines if line.startswith("| hpo (what ships) | 1.50 |"))
+    # regret ranks 2 and 1; over 1.2x on p1 only, the interval (no noise) wholly over; geometric mean of 1.5 and
+    # 10 / 11: 1.168; final best 0 on p1, 0.5 on p2
+    assert ours == "| hpo (what ships) | 1.50 | 1 of 2 | 1 (p1) | 1.50x (p1) | 1.168 | 0.250 |"
+    assert "| p1 | **1.50** | **3.00** | **3.00** | **3.00** | **3.00** | **3.00** | 0.67 |" in lines
+    assert "| p2 | 0.91 | **3.00** | 1.10 | **3.00** | **3.00** | **3.00** | **3.00** |" in lines
+    only = standing("--runs", str(tmp_path / "b"), "--problems", "p2")
+    assert only.stdout.splitlines()[0].startswith("Over 1 problems")
+
+
+def test_missing_runs_and_unknown_problems_are_one_line_usage_errors(tmp_path):
+    write(tmp_path, "p1", {SHIPPED: 10.0, "TPE": 12.0}, {SHIPPED: 0.9, "TPE": 0.9})
+    done = standing("--runs", str(tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        "standing.py: error: --runs: these did not run: random on p1"
+    )
+    empty = standing("--runs", str(tmp_path / "nothing"))
+    assert empty.returncode == 2 and "no problem's runs (*.json)" in empty.stderr
+    methods = [SHIPPED, *PEERS]
+    write(tmp_path, "p1", dict.fromkeys(methods, 10.0), dict.fromkeys(methods, 0.9))
+    unknown = standing("--runs", str(tmp_path), "--problems", "p9")
+    assert unknown.returncode == 2 and unknown.stderr.splitlines()[-1].endswith(
+        "--problems: no runs of p9 in --runs"
+    )
