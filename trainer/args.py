@@ -383,14 +383,22 @@ def _typed_strings(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+# A config file's words for Python's types ("must be a number", not "must be float").
+TYPE_WORDS: dict[type, str] = {
+    int: "a whole number",
+    float: "a number",
+    bool: "true or false",
+    str: "a string",
+    type(None): "null",
+}
+
+
 def _check_types(args: TrainingArguments) -> None:
     for name, allowed in field_types(type(args)).items():
         value = getattr(args, name)
         if not _type_ok(value, allowed):
-            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-            raise TrainerConfigError(
-                f"training argument '{name}' must be {names}, got {type(value).__name__} {value!r}"
-            )
+            names = " or ".join(TYPE_WORDS.get(t, t.__name__) for t in allowed)
+            raise TrainerConfigError(f"training argument '{name}' must be {names} (got {value!r})")
 
 
 def _choice(name: str, value: Any, enum_or_choices: Any) -> Any:

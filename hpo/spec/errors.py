@@ -78,7 +78,11 @@ def _describe(item: dict[str, Any], root: type[BaseModel]) -> str:
     message = message.replace("Input should be", "must be").replace("Input", "value")
     # pydantic's words for YAML's shapes; a class name of ours means nothing to the file's author.
     message = re.sub(r"(a )?valid dictionary( or instance of \w+)?", "a mapping", message)
+    # a YAML author's words for pydantic's types; the parser's reason after the comma repeats the value's fault
+    message = message.split(", unable to ")[0]
+    message = message.replace("a valid integer", "a whole number").replace("a valid boolean", "true or false")
     message = message.replace("a valid ", "a ").replace(" valid ", " ")
+    message = re.sub(r"\ba (?=[aeiou])", "an ", message)
     message = message[0].lower() + message[1:]
     return f"{message} (got {_show(value)})" if "got" not in message else message
 

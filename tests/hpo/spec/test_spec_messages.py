@@ -62,3 +62,15 @@ def test_refusals_name_yaml_shapes_not_model_classes(changes, path, expected):
     assert problem[0] == path
     assert expected in problem[1], problem
     assert not [name for name in _section_classes() if name in problem[1]], problem
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "expected"),
+    [
+        ({"study.n_trials": "many"}, "study.n_trials", "must be a whole number (got 'many')"),
+        ({"training.learning_rate": "fast"}, "training.learning_rate", "must be a number (got 'fast')"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_in_the_files_words(changes, path, expected):
+    # pydantic says "a valid integer, unable to parse string as an integer": one plain phrase, in good English
+    assert _problems(study(**changes)) == [(path, expected)]
