@@ -48,10 +48,12 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         spacing: int = 2,
         ahead: int = 4,
         min_pairs: int = 8,
+        inherit: bool = False,
     ) -> None:
         self.keep, self.high_keep, self.low_keep = keep, high_keep, low_keep
         self.high, self.low = high, low
         self.spacing, self.ahead, self.min_pairs = spacing, ahead, min_pairs
+        self.inherit = inherit
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         length = trial_length(trial)
@@ -64,7 +66,10 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
             return False
         fraction = rung / length
         others = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
-        share = self.share_at(others, fraction)
+        pairs = self.pairs_at(others, fraction)
+        share = self.share_of(pairs)
+        if self.inherit and len(pairs) < self.min_pairs and self.lower_cut(others, first, rung, length):
+            share = self.high_keep
         if share >= 1:
             return False
         values = [v for t in others if (v := at_fraction(t, fraction)) is not None]
@@ -72,14 +77,28 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         kept = lambda n: max(1, math.floor(n * share + 1e-9))  # noqa: E731 - the share's rule, as keep_rungs.py
         return not within_best(mine, values, kept, study.direction)
 
-    def share_at(self, others: list[FrozenTrial], fraction: float) -> float:
-        """The share kept at a rung at `fraction`, from how the rung's values rank the others' values further on."""
+    def lower_cut(self, others: list[FrozenTrial], first: int, rung: int, length: int) -> bool:
+        """Round 12's `inherit`: whether the nearest rung below `rung` that has its pairs cuts hard. Pairs four times
+        further on come late for the upper rungs (for the last ones only from finished trials), while curves that
+        rank at a low rung rank at least as well higher up, where they have settled."""
+        level = rung // self.spacing
+        while level >= first:
+            pairs = self.pairs_at(others, level / length)
+            if len(pairs) >= self.min_pairs:
+                return spearman(pairs) >= self.high
+            level //= self.spacing
+        return False
+
+    def pairs_at(self, others: list[FrozenTrial], fraction: float) -> list[tuple[float, float]]:
         later = min(fraction * self.ahead, 1.0)
-        pairs = [
+        return [
             (now, then)
             for t in others
             if (now := at_fraction(t, fraction)) is not None and (then := at_fraction(t, later)) is not None
         ]
+
+    def share_of(self, pairs: list[tuple[float, float]]) -> float:
+        """The share kept at a rung, from how its values rank the others' values further on (`pairs_at`)."""
         if len(pairs) < self.min_pairs:
             return self.keep
         correlation = spearman(pairs)
