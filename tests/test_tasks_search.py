@@ -95,3 +95,24 @@ def test_the_fourth_fresh_sets_tables_are_eight_classes_and_a_regression():
     blobs, roll = tabular.DATASETS["blobs"](), tabular.DATASETS["swiss_roll"]()
     assert blobs.classes == 8 and sorted(set(blobs.target.tolist())) == list(range(8))
     assert roll.classes == 0 and roll.features.shape == (3000, 8)
+
+
+def test_the_char_lm_reads_the_unicode_character_names_when_the_file_says_so():
+    train, held = charlm.data({"corpus": "unicode_names"})
+    assert len(train) == charlm.TRAIN_WINDOWS and len(held) == charlm.EVAL_WINDOWS
+    text = charlm.CORPORA["unicode_names"]()
+    lines = text.splitlines()
+    assert lines[0] == "0020 SPACE" and "0041 LATIN CAPITAL LETTER A" in lines
+    # the numbered blocks (ideographs, syllables) are left out, or they would be most of the text
+    assert not any(line.split(" ", 1)[1].startswith(charlm.NUMBERED_NAMES) for line in lines)
+    assert "4E00 CJK UNIFIED IDEOGRAPH-4E00" not in lines
+    assert text == charlm.CORPORA["unicode_names"]() and len(text) > 500_000
+
+
+def test_the_fifth_fresh_sets_tables_are_five_imbalanced_classes_and_a_noisy_regression():
+    imbalanced, curve = tabular.DATASETS["imbalanced"](), tabular.DATASETS["s_curve"]()
+    counts = np.bincount(imbalanced.target)
+    assert (
+        imbalanced.classes == 5 and counts[0] > 4 * counts[4]
+    )  # 40 % down to 8 %, before 3 % flipped labels
+    assert curve.classes == 0 and curve.features.shape == (800, 6)

@@ -1,9 +1,10 @@
 """Task: a tiny character-level GPT (a causal transformer) on text that ships with Python itself: the help topics of
 `pydoc_data.topics` (the English text `help("FOR")` prints), or the source code of a fixed list of standard-library
-modules (`corpus: source`), or numpy's docstrings (`corpus: numpy_docs`). The small language model of `bench/search/`.
+modules (`corpus: source`), numpy's docstrings (`corpus: numpy_docs`), or the Unicode character names Python's
+`unicodedata` knows (`corpus: unicode_names`). The small language model of `bench/search/`.
 
     task: {model_init: studies.tasks.charlm:model_init, data: studies.tasks.charlm:data}
-    model: {corpus: help}            # or source, numpy_docs
+    model: {corpus: help}            # or source, numpy_docs, unicode_names
     metric: loss                     # eval_loss: cross-entropy per character, minimised
 
 Model parameters: n_embd, n_layer, n_head, dropout (and `corpus`, from the file). The text is the topics joined in
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import sys
+import unicodedata
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -65,7 +68,35 @@ def _numpy_docs_text() -> str:
     return "\n".join(doc for doc in docs if doc)
 
 
-CORPORA = {"help": _help_text, "source": _source_text, "numpy_docs": _numpy_docs_text}
+# The blocks whose names are a stem and a number (ideographs, syllables, hieroglyphs): thousands of near-identical lines
+# that would make most of the text.
+NUMBERED_NAMES = (
+    "CJK UNIFIED",
+    "CJK COMPATIBILITY IDEOGRAPH",
+    "TANGUT",
+    "HANGUL SYLLABLE",
+    "KHITAN",
+    "NUSHU",
+    "EGYPTIAN HIEROGLYPH",
+)
+
+
+def _unicode_names_text() -> str:
+    """One line per named code point, "0041 LATIN CAPITAL LETTER A", in code point order: upper-case, regular and
+    repetitive, unlike the other corpora; the eval tenth is the last planes' (symbols, scripts added late), so what is
+    learnt on the first must carry over. Fixed by Python's Unicode version (unicodedata.unidata_version)."""
+    names = ((code, unicodedata.name(chr(code), "")) for code in range(sys.maxunicode + 1))
+    return "\n".join(
+        f"{code:04X} {name}" for code, name in names if name and not name.startswith(NUMBERED_NAMES)
+    )
+
+
+CORPORA = {
+    "help": _help_text,
+    "source": _source_text,
+    "numpy_docs": _numpy_docs_text,
+    "unicode_names": _unicode_names_text,
+}
 
 
 @lru_cache(maxsize=2)

@@ -147,6 +147,17 @@ def _blobs() -> Table:
     return Table(np.hstack([x, rng.normal(size=(len(x), 4))]), y, 8)
 
 
+def _s_curve() -> Table:
+    from sklearn.datasets import make_s_curve
+
+    # where a point lies along an S-shaped sheet, from its 3-d position among three distractor columns, on 800 rows
+    # with heavy-tailed noise on the target (Student's t, 3 degrees of freedom): 200 eval rows and outliers make a
+    # noisy loss
+    x, t = make_s_curve(n_samples=800, noise=0.1, random_state=15)
+    rng = np.random.default_rng(15)
+    return Table(np.hstack([x, rng.normal(size=(len(x), 3))]), t + 0.3 * rng.standard_t(3, size=len(t)), 0)
+
+
 def _friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -224,6 +235,20 @@ DATASETS: dict[str, Callable[[], Table]] = {
     # The fourth fresh set (2026-12-03, made after round 11's candidates were stated): swiss_roll, blobs.
     "swiss_roll": _swiss_roll,  # 3,000 rows, 8 columns, a regression: the angle along a noisy rolled sheet
     "blobs": _blobs,  # 2,500 rows, 12 columns, 8 classes: skewed overlapping clusters among distractors
+    # The fifth fresh set (2026-12-03, made after round 12 was stated): imbalanced, s_curve.
+    "imbalanced": _classification(  # 5,000 rows, 30 columns, 5 classes from 40 % down to 8 %, overlapping
+        n_samples=5000,
+        n_features=30,
+        n_informative=10,
+        n_redundant=10,
+        n_classes=5,
+        n_clusters_per_class=3,
+        class_sep=0.8,
+        flip_y=0.03,
+        weights=[0.4, 0.25, 0.15, 0.12, 0.08],
+        random_state=16,
+    ),
+    "s_curve": _s_curve,  # 800 rows, 6 columns, a regression with heavy-tailed noise: 200 eval rows, outliers
 }
 
 

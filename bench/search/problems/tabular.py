@@ -37,4 +37,8 @@ PROBLEMS = [
     # recorded densely only (with fresh4-chardocs, text.py)
     Problem.from_study("fresh4-swissroll", configurations=250, draw_seed=2058, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh4-blobs", configurations=300, draw_seed=2059, fresh=True, data_dir=DENSE),
+    # the fifth fresh set (2026-12-03): made after round 12 was stated, to judge what ships again where nothing was
+    # chosen; recorded densely only (with fresh5-charnames, text.py)
+    Problem.from_study("fresh5-imbalanced", configurations=150, draw_seed=2061, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh5-scurve", configurations=250, draw_seed=2062, fresh=True, data_dir=DENSE),
 ]

@@ -1,6 +1,6 @@
 """The text family: LoRA adapters on the pretrained MiniLM (studies/minilm_lora.yaml) and a tiny character-level GPT
 on Python's own help topics (charlm.yaml beside this file), on its standard library's source (fresh3-charsource.yaml) or on
-numpy's docstrings (fresh4-chardocs.yaml)."""
+numpy's docstrings (fresh4-chardocs.yaml), or the Unicode character names (fresh5-charnames.yaml)."""
 
 from __future__ import annotations
 
@@ -32,5 +32,9 @@ PROBLEMS = [
     # The fourth fresh set (2026-12-03, after round 11's candidates were stated): the same model on numpy's docstrings.
     Problem.from_study(
         "fresh4-chardocs", configurations=100, draw_seed=2060, fresh=True, data_dir=DATA / "dense"
+    ),
+    # The fifth fresh set (2026-12-03, after round 12 was stated): the same model on the Unicode character names.
+    Problem.from_study(
+        "fresh5-charnames", configurations=60, draw_seed=2063, fresh=True, data_dir=DATA / "dense"
     ),
 ]
