@@ -14,7 +14,10 @@ from trainer import IntervalStrategy, TrainerConfigError, TrainingArguments
     [
         ({"learning_rate": "fast"}, "'learning_rate' must be a number (got 'fast')"),
         ({"per_device_train_batch_size": 0}, "'per_device_train_batch_size' must be > 0"),
-        ({"gradient_accumulation_steps": 2.5}, "'gradient_accumulation_steps' must be a whole number (got 2.5)"),
+        (
+            {"gradient_accumulation_steps": 2.5},
+            "'gradient_accumulation_steps' must be a whole number (got 2.5)",
+        ),
         ({"optim": "adam"}, "'optim' is 'adam'; choose one of"),
         ({"lr_scheduler_type": "cosin"}, "Did you mean 'cosine'?"),
         ({"eval_strategy": "step"}, "Did you mean 'steps'?"),

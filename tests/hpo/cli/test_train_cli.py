@@ -159,7 +159,10 @@ def test_bad_run_file_in_a_subprocess_exits_2_without_traceback(tmp_path, sectio
     ("sections", "expected"),
     [
         ({"modle": {}}, "modle: unknown field (did you mean model?)"),
-        ({"training": {"num_train_epochs": "ten"}}, "training.num_train_epochs: must be a number (got 'ten')"),
+        (
+            {"training": {"num_train_epochs": "ten"}},
+            "training.num_train_epochs: must be a number (got 'ten')",
+        ),
         (
             {"training": {"per_device_train_batch_size": 0}},
             "training.per_device_train_batch_size: must be > 0",
