@@ -95,7 +95,9 @@ def dry_run_option(command: Callable[..., Any]) -> Callable[..., Any]:
         "--dry-run/--no-dry-run",
         default=True,
         show_default=True,
-        help="First evaluate the untrained model on a few eval samples, to check the objective metrics exist.",
+        # "dry run" elsewhere means "do nothing": say that this one runs, and where the check-only command is
+        help="Before training, evaluate the untrained model on a few eval samples to check the objective metrics "
+        "exist, then run. To check a file without running it: hpo validate FILE.",
     )(command)
 
 

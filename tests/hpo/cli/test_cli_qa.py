@@ -90,6 +90,8 @@ def test_run_help_names_its_values(capsys):
     assert code == 0
     assert "--n-trials N" in out and "--timeout S" in out
     assert "running the same command again" in " ".join(out.split())
+    # `--dry-run` is a pre-flight check of a run, not "do nothing": the help says so and names the check-only command
+    assert "then run. To check a file without running it: hpo validate FILE." in " ".join(out.split())
 
 
 def test_second_run_of_a_finished_study_says_there_is_nothing_to_run(tmp_path):
