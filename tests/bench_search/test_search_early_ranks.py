@@ -27,10 +27,17 @@ def complete(study: optuna.Study, curve: dict[int, float]) -> None:
     study.tell(trial, curve[LENGTH])
 
 
-def stopped_at(study: optuna.Study, pruner: EarlyRanksPruner, value: float) -> int | None:
+def stopped_at(
+    study: optuna.Study, pruner: optuna.pruners.BasePruner, values: float | dict[int, float]
+) -> int | None:
+    """The step where `pruner` stops a trial reporting `values` (one value throughout, or a step's value from that step
+    on), or None if it runs to the end."""
     trial = study.ask()
     trial.set_user_attr(LENGTH_ATTR, LENGTH)
+    curve = values if isinstance(values, dict) else {STEPS[0]: values}
+    value = 0.0
     for step in STEPS:
+        value = curve.get(step, value)
         trial.report(value, step)
         if pruner.prune(study, study._storage.get_trial(trial._trial_id)):  # noqa: SLF001 - the pruner's view
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)

@@ -52,21 +52,6 @@ def test_before_enough_pairs_the_default_share_judges(study: optuna.Study) -> No
     assert stopped_at(study, RankedKeepPruner(), 0.0) == 10  # 5th of 5: outside three quarters (3)
 
 
-def stopped_with(study: optuna.Study, pruner: RankedKeepPruner, values: dict[int, float]) -> int | None:
-    """A trial reporting `values` (the step's value, else the last one given) until the pruner stops it."""
-    trial = study.ask()
-    trial.set_user_attr(LENGTH_ATTR, LENGTH)
-    value = 0.0
-    for step in STEPS:
-        value = values.get(step, value)
-        trial.report(value, step)
-        if pruner.prune(study, study._storage.get_trial(trial._trial_id)):  # noqa: SLF001 - the pruner's view
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            return step
-    study.tell(trial, value)
-    return None
-
-
 def stopped_after(study: optuna.Study, curve: dict[int, float], last: int) -> None:
     trial = study.ask()
     trial.set_user_attr(LENGTH_ATTR, LENGTH)
@@ -86,7 +71,7 @@ def test_an_upper_rung_without_pairs_takes_the_hard_cut_of_a_lower_rung_that_ran
     climber = {10: 0.95, 20: sixth}
     inheriting = RankedKeepPruner(high_keep=1 / 3, inherit=True)
     # where the rung at 10 ranks (Spearman 1 with 40) the rung at 20 cuts to a third; where it misranks, it keeps 3/4
-    assert stopped_with(study, inheriting, climber) == (20 if inherits else None)
+    assert stopped_at(study, inheriting, climber) == (20 if inherits else None)
     # without `inherit`, the rung at 20 keeps three quarters until its own pairs come (a climber stopped at 20 adds
     # no pair at 10, so the study is as it was)
-    assert stopped_with(study, RankedKeepPruner(high_keep=1 / 3), climber) is None
+    assert stopped_at(study, RankedKeepPruner(high_keep=1 / 3), climber) is None
