@@ -53,13 +53,17 @@ def missing_methods(table: Table, methods: list[str]) -> list[str]:
     return [f"{m} on {name}" for name, runs in table.items() for m in methods if m not in runs]
 
 
-def ratio_to_others(runs: dict[str, list[RunFigures]], method: str, methods: list[str], budget_s: float):
+def ratio_to_others(
+    runs: dict[str, list[RunFigures]], method: str, methods: list[str], budget_s: float
+) -> tuple[str, float, float, float]:
     """(best other, ratio of medians, 90 % interval) of `method`'s time to q95 against the best of the others."""
     others = [m for m in methods if m != method]
     return heldout.time_ratio_interval(runs, method, others, budget_s)
 
 
-def summary_lines(table: Table, budgets: dict[str, float], scales, methods: list[str]) -> list[str]:
+def summary_lines(
+    table: Table, budgets: dict[str, float], scales: dict[str, tuple[float, float]], methods: list[str]
+) -> list[str]:
     ratios = {
         m: {n: ratio_to_others(runs, m, methods, budgets[n]) for n, runs in table.items()} for m in methods
     }
