@@ -36,6 +36,7 @@ def test_one_problem_writes_its_figures_to_the_json_given(tmp_path):
     )  # accuracies: the q90, q95, q99 targets
 
 
+@pytest.mark.slow  # 17 s on 2 cores: run by .ci/run's slow suite
 def test_every_problem_gets_its_own_json_beside_the_one_given(tmp_path):
     done = _run("--json", str(tmp_path / "search.json"))
     assert done.returncode == 0, done.stderr
@@ -54,6 +55,7 @@ def test_the_suite_refuses_a_method_it_does_not_know_instead_of_running_nothing(
     assert not list(tmp_path.iterdir())  # nothing written
 
 
+@pytest.mark.slow  # 14 s on 2 cores: run by .ci/run's slow suite
 def test_a_sensitivity_run_scales_every_overhead_into_its_own_folder_only(tmp_path):
     # --overhead-scale 3: each new trial pays three times the start cost, so the study's budget (30 full trials on 2
     # workers, each with its start) grows by 30 * 2 * start_s / 2; into runs/suite it is refused (that folder holds the
@@ -89,6 +91,7 @@ def test_a_sensitivity_run_scales_every_overhead_into_its_own_folder_only(tmp_pa
     assert budgets["3"] - budgets["1"] == pytest.approx(30 * 2 * start_s / 2)
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_a_measured_start_cost_raises_the_cheaper_problems_and_keeps_the_dearer_ones(tmp_path, monkeypatch):
     # --start-s 0.2 (crosscheck.py's median): breast-cancer simulates 0.086 s a new trial and is raised to 0.2, so its
     # budget (30 full trials on 2 workers, each with its start) grows by 30 * (0.2 - 0.086) / 2; the text problems
@@ -113,6 +116,7 @@ def test_a_measured_start_cost_raises_the_cheaper_problems_and_keeps_the_dearer_
     assert suite.PROBLEMS["minilm-lora"].start_s == PROBLEMS["minilm-lora"].start_s == 0.255
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_recordings_from_another_folder_replay_there_into_their_own_runs(tmp_path):
     # --data-dir: a denser recording of the same draws (record.py --configurations) lives in its own folder; here one
     # made by keeping breast-cancer's first 20 configurations. The suite runs the problems recorded there and

@@ -75,6 +75,7 @@ def test_an_unknown_contender_is_a_usage_error(capsys: pytest.CaptureFixture[str
     assert "--contenders: unknown katib" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 16 s on 2 cores: run by .ci/run's slow suite
 def test_a_tiny_minilm_lora_optuna_alone_run_is_measured_from_its_events(tmp_path: Path) -> None:
     # One real LoRA trial on the pretrained MiniLM, two evaluations (8 steps), in one process on SQLite (a second
     # process would load MiniLM again for nothing: the test stays well under 30 s on a busy machine).

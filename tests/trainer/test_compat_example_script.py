@@ -27,6 +27,7 @@ def run_script(*argv: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # 14 s on 2 cores: run by .ci/run's slow suite
 def test_run_glue_body_trains_evaluates_predicts_and_writes_transformers_files(tmp_path):
     out = tmp_path / "out"
     done = run_script(

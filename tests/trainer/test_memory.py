@@ -87,6 +87,7 @@ def test_by_default_no_memory_metrics_but_the_run_peaks_are_recorded(tmp_path):
     assert not [key for key in {**final, **output.metrics} if "_mem_" in key]
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_init_figures_ride_with_the_first_phase_and_evaluation_inside_training_is_not_a_phase(tmp_path):
     args = quiet_args(
         tmp_path, max_steps=4, use_cpu=True, skip_memory_metrics=False, eval_strategy="steps", eval_steps=2

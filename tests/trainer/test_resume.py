@@ -55,6 +55,7 @@ def test_resume_mid_epoch_in_the_same_process_is_bitwise_identical(tmp_path, uni
     assert_bitwise_equal(train(str(tmp_path / "run"), MAX_STEPS, resume=True), uninterrupted)
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_process_dies_while_saving_then_a_new_process_resumes_bitwise(tmp_path, uninterrupted):
     # save_steps=3: checkpoint-3 and -6 complete, the process dies in the middle of writing checkpoint-9.
     # The new process resumes from checkpoint-6, in the middle of epoch 0 (8 steps per epoch).

@@ -86,6 +86,7 @@ def test_set_overrides_change_the_run(tmp_path):
     assert arguments["per_device_train_batch_size"] == 64 and arguments["output_dir"] == str(out)
 
 
+@pytest.mark.slow  # 11 s on 2 cores: run by .ci/run's slow suite
 def test_resume_latest_and_from_a_path_match_an_uninterrupted_run(tmp_path):
     full = tmp_path / "full"
     assert hpo("train", str(RUN_FILE), "--output-dir", str(full), *SHORT).returncode == 0

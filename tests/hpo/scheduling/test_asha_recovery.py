@@ -137,6 +137,7 @@ def test_sigkill_of_hpo_run_loses_no_paused_trial_and_a_second_run_finishes(tmp_
             assert checkpoints_in(tmp_path / "out" / f"trial-{trial.number}") == []
 
 
+@pytest.mark.slow  # 15 s on 2 cores: run by .ci/run's slow suite
 def test_two_processes_on_one_database_never_promote_a_trial_twice(tmp_path):
     asha_slow_study(tmp_path, n_trials=12, delay=0.02, continue_in_place=False)  # every promotion a resume
     runs = [start_hpo(tmp_path, "run"), start_hpo(tmp_path, "worker")]

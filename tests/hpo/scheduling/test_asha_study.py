@@ -3,6 +3,7 @@ checkpoints, and a promoted trial ends with the same weights as the same configu
 
 from __future__ import annotations
 
+import pytest
 import safetensors.torch
 import torch
 import yaml
@@ -108,6 +109,7 @@ def test_a_paused_trial_ended_as_hopeless_shows_pruned_in_the_experiment_store(t
         assert event["data"]["step"] == trial.user_attrs["pruned_step"]
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_the_first_trial_goes_on_at_once_under_the_default_rule(tmp_path):
     # hpo's default (promote_underfilled): the first trial is the best at each rung it reaches, so it trains to the
     # full budget in place, with no pause and no resume; the paper's rule pauses it at the first rung (1 < eta).

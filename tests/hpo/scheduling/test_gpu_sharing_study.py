@@ -60,6 +60,7 @@ def hpo_run(folder: Path) -> subprocess.CompletedProcess:
     return hpo(folder, "run", "--no-dry-run")
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_the_pool_runs_the_first_trial_alone_then_packs_what_free_memory_allows(tmp_path, monkeypatch):
     path = gpu_study(tmp_path, 3, {"gib": 5})
     for name, value in simulated_gpu.environment(tmp_path).items():

@@ -56,6 +56,7 @@ def forget_rule(folder) -> None:
         db.execute("DELETE FROM study_system_attributes WHERE key = ?", (RULE_ATTR,))
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_a_study_resumed_with_other_rungs_is_refused_and_with_its_own_goes_on(tmp_path):
     run_study(study_file(tmp_path, {"type": "asha"}, 4), workers=1, dry_run=False)
     assert stored_rule(tmp_path) == {
@@ -85,6 +86,7 @@ def test_a_rule_changed_before_any_rung_was_recorded_is_taken(tmp_path):
     assert stored_rule(tmp_path)["keep"] == 0.5
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_a_study_begun_under_the_old_default_rungs_is_refused_by_the_cli_in_one_line(tmp_path):
     run_study(study_file(tmp_path, OLD_DEFAULT, 5), workers=1, dry_run=False)
     recorded = [t for t in trials(tmp_path) if "completed_rung_0" in t.system_attrs]
@@ -104,6 +106,7 @@ def test_a_study_begun_under_the_old_default_rungs_is_refused_by_the_cli_in_one_
     assert len(trials(tmp_path)) == 5
 
 
+@pytest.mark.slow  # 9 s on 2 cores: run by .ci/run's slow suite
 def test_a_study_begun_before_the_rule_was_stored_goes_on_under_the_same_rungs(tmp_path):
     run_study(study_file(tmp_path, OLD_DEFAULT, 4), workers=1, dry_run=False)
     forget_rule(tmp_path)
@@ -151,6 +154,7 @@ def promotion(folder, min_resource: int, n_trials: int):
     return study_file(folder, scheduler, n_trials)
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_a_promotion_study_resumed_with_moved_rungs_is_refused_and_with_its_own_goes_on(tmp_path):
     # rungs at steps 8 and 24 of 36; moved to 4 and 12 the paused trials would wait at levels that are no rung
     run_study(promotion(tmp_path, 8, 4), workers=1, dry_run=False)
@@ -174,6 +178,7 @@ def test_a_promotion_study_resumed_with_moved_rungs_is_refused_and_with_its_own_
     assert len(trials(tmp_path)) == 6
 
 
+@pytest.mark.slow  # 13 s on 2 cores: run by .ci/run's slow suite
 def test_a_promotion_study_begun_before_the_rule_was_stored_is_checked_by_where_it_paused(tmp_path):
     run_study(promotion(tmp_path, 8, 4), workers=1, dry_run=False)
     forget_rule(tmp_path)
@@ -208,6 +213,7 @@ def pbt(folder, interval: int, max_resource: int = 8):
     )
 
 
+@pytest.mark.slow  # 17 s on 2 cores: run by .ci/run's slow suite
 def test_a_pbt_study_resumed_with_another_interval_is_refused_in_one_line_and_with_its_own_goes_on(tmp_path):
     # members scored at 4 (and complete at 8); with an interval of 8 the file's intervals would be 8 and 16
     run_study(pbt(tmp_path, 4), workers=1, dry_run=False)

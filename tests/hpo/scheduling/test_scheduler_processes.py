@@ -10,6 +10,7 @@ import os
 import signal
 import time
 
+import pytest
 from optuna.trial import TrialState
 from scheduler_support import (
     MAX_STEPS,
@@ -78,6 +79,7 @@ def test_a_data_function_without_parameters_is_loaded_once_per_worker_not_per_tr
 REPORTS = {"study": {"pruner": {"type": "median"}}}
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_a_killed_trial_is_retried_and_continues_from_its_checkpoint(tmp_path):
     slow_study(tmp_path, **REPORTS)
     run = start_hpo(tmp_path, "run", "--n-trials", "1")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from optuna.trial import TrialState
 from scheduler_support import run_hpo_to_end, trials
 from study_task import write_study
@@ -33,6 +34,7 @@ def _by_number(folder):
     return sorted(trials(folder), key=lambda t: t.number)
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_trials_in_the_warm_process_score_as_in_new_processes(tmp_path):
     run_study(_study(tmp_path / "warm"), n_trials=4)
     run_study(_study(tmp_path / "fresh", fresh_process_per_trial=True), n_trials=4)

@@ -41,6 +41,7 @@ def assert_every_trial_accounted_for(folder: Path, n_trials: int) -> None:
     assert len([t for t in final if not t.user_attrs.get("requeued")]) == n_trials
 
 
+@pytest.mark.slow  # 12 s on 2 cores: run by .ci/run's slow suite
 def test_a_worker_killed_while_starting_is_restarted_and_the_study_completes(tmp_path):
     slow_study(
         tmp_path,

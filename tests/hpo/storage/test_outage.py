@@ -90,6 +90,7 @@ def test_past_the_outage_timeout_the_call_stops_with_its_own_error(tmp_path) -> 
     assert "never" not in study.user_attrs
 
 
+@pytest.mark.slow  # 11 s on 2 cores: run by .ci/run's slow suite
 def test_a_stop_asked_during_an_outage_ends_the_wait_at_once(tmp_path) -> None:
     """A stop (a worker's SIGTERM) during a wait: the call gives up at its next try, with exit 130, instead of
     waiting out the 15-minute timeout; nothing is written."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from cli_support import run_hpo
 from optuna.trial import TrialState
 from scheduler_support import run_hpo_to_end, trials
@@ -34,6 +35,7 @@ def _study_with_a_retry(tmp_path: Path, keep: dict) -> Path:
     )
 
 
+@pytest.mark.slow  # 10 s on 2 cores: run by .ci/run's slow suite
 def test_a_retry_keeps_and_exports_the_best_checkpoint_its_predecessor_saved(tmp_path):
     path = _study_with_a_retry(tmp_path, keep={"top_k": 1})
     run_hpo_to_end(tmp_path, "run")
@@ -52,6 +54,7 @@ def test_a_retry_keeps_and_exports_the_best_checkpoint_its_predecessor_saved(tmp
     assert result.recorded["eval_accuracy"] == retry.value
 
 
+@pytest.mark.slow  # 13 s on 2 cores: run by .ci/run's slow suite
 def test_export_refuses_a_newer_checkpoint_when_the_best_one_is_gone(tmp_path):
     """A damaged disk deleted the best checkpoint: the retry's newest (step 12) is another model than the one its value
     was measured on (step 4), so export refuses in one line naming the step and the folders, instead of shipping it

@@ -9,9 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from study_task import write_study
 
 
+@pytest.mark.slow  # 12 s on 2 cores: run by .ci/run's slow suite
 def test_a_wandb_study_leaves_no_temp_folders(tmp_path: Path) -> None:
     temp = tmp_path / "tmp"
     temp.mkdir()
