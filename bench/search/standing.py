@@ -3,6 +3,7 @@ on (several run folders merged), each method against the best of the *others* at
 
     python bench/search/standing.py --runs runs/r11/all runs/r11/fresh4      # the 25 problems (docs/benchmarks.md)
     python bench/search/standing.py --runs runs/r11/all runs/r11/fresh4 --problems fresh3-charsource,...  # some
+    python bench/search/standing.py --runs runs/standing runs/r13/fresh5 runs/r13/select --candidate NAME
 
 Why: the bar (no problem later than 1.2x the best peer's median time to q95) is a bar against the best of six on
 each problem, a different peer on each. Whether any method meets it on this suite says whether missing it is a
@@ -12,7 +13,8 @@ can tell from 1.2x.
 Tables: (1) per method, over all problems: the average rank by normalised regret among the methods, how many
 problems it is over 1.2x the best of the others at q95 (and on how many of those the 90 % interval of the ratio lies
 wholly over 1.2x), its worst ratio and where, the geometric mean of its ratios, and its final best normalised (0 the
-best recorded configuration, 1 the median one); (2) per problem, every method's ratio, over 1.2x in bold.
+best recorded configuration, 1 the median one); (2) per problem, every method's ratio, over 1.2x in bold. With
+`--candidate`, a candidate's runs stand in for what ships' (a round's selection: would it meet the bar better?).
 """
 
 from __future__ import annotations
@@ -38,11 +40,20 @@ Table = dict[str, dict[str, list[RunFigures]]]
 
 
 def merged(folders: list[Path]) -> tuple[Table, dict[str, float], dict[str, tuple[float, float]]]:
-    """Every folder's problems (a problem in two folders: the later folder's runs)."""
-    table, budgets, scales = {}, {}, {}
+    """Every folder's problems, their methods together (a method of a problem in two folders: the later folder's
+    runs). Runs of one problem on two budgets (another recording of it) are refused: their times do not compare."""
+    table: Table = {}
+    budgets: dict[str, float] = {}
+    scales: dict[str, tuple[float, float]] = {}
     for folder in folders:
         problems, folder_budgets, _ = gather(folder)
-        table.update(problems)
+        for name, runs in problems.items():
+            if name in budgets and not math.isclose(budgets[name], folder_budgets[name], rel_tol=1e-6):
+                raise ValueError(
+                    f"{name}: runs on two budgets ({budgets[name]:g} s and {folder_budgets[name]:g} s in "
+                    f"{folder}): recordings of another size; give one of them"
+                )
+            table.setdefault(name, {}).update(runs)
         budgets.update(folder_budgets)
         scales.update(regret_scales(folder))
     return table, budgets, scales
@@ -111,7 +122,7 @@ def summary_lines(
 
 
 def label(method: str) -> str:
-    return "hpo (what ships)" if method == SHIPPED else method
+    return "hpo (what ships)" if method == SHIPPED else method.removeprefix("hpo: ")
 
 
 def main() -> None:
@@ -124,16 +135,23 @@ def main() -> None:
         type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
         help="comma-separated: only these problems (e.g. the fresh sets recorded after what ships was chosen)",
     )
+    parser.add_argument(
+        "--candidate",
+        help="a candidate's name (candidates.py): judged in what ships' place, against the same six peers",
+    )
     parser.add_argument("--out", type=Path)
     options = parser.parse_args()
     if empty := [str(f) for f in options.runs if not any(f.glob("*.json"))]:
         parser.error(f"--runs: no problem's runs (*.json) in {', '.join(empty)}")
-    table, budgets, scales = merged(options.runs)
+    try:
+        table, budgets, scales = merged(options.runs)
+    except ValueError as error:
+        parser.error(f"--runs: {error}")
     if options.problems:
         if unknown := [name for name in options.problems if name not in table]:
             parser.error(f"--problems: no runs of {', '.join(unknown)} in --runs")
         table = {name: table[name] for name in options.problems}
-    methods = [SHIPPED, *PEERS]
+    methods = [options.candidate or SHIPPED, *PEERS]
     if missing := missing_methods(table, methods):
         parser.error(f"--runs: these did not run: {'; '.join(missing[:5])}; run suite.py with them first")
     text = "\n".join(summary_lines(table, budgets, scales, methods))

@@ -75,3 +75,20 @@ def test_an_upper_rung_without_pairs_takes_the_hard_cut_of_a_lower_rung_that_ran
     # without `inherit`, the rung at 20 keeps three quarters until its own pairs come (a climber stopped at 20 adds
     # no pair at 10, so the study is as it was)
     assert stopped_at(study, RankedKeepPruner(high_keep=1 / 3), climber) is None
+
+
+@pytest.mark.parametrize(("curve", "cuts"), [(ranking, True), (crossing, False)])
+def test_fewer_pairs_cut_hard_only_when_they_rank_beyond_doubt(
+    study: optuna.Study, curve, cuts: bool
+) -> None:
+    # Four trials: four pairs (10, 40). Ranking perfectly, their correlation's lower bound clears 0.8 (round 13's
+    # `sure`); ranking backwards, it does not, and three quarters are kept as before the pairs come.
+    for quality in QUALITIES[:4]:
+        complete(study, curve(quality))
+    # 0.25 at 10 (0.75 where the curves cross): 3rd of 5, inside three quarters (3), outside a third (1)
+    third = 0.25 if curve is ranking else 0.75
+    sure = RankedKeepPruner(high_keep=1 / 3, sure=1.28)
+    assert stopped_at(study, sure, third) == (10 if cuts else None)
+    assert (
+        stopped_at(study, RankedKeepPruner(high_keep=1 / 3), third) is None
+    )  # without it: 3/4 until 8 pairs
