@@ -255,7 +255,9 @@ def explored_for(problem: Problem) -> list[Method]:
         # pairs decided sooner on any 5; this decides sooner only where the rung ranks beyond doubt, and as what
         # ships otherwise. With pairs at 2x too, the evidence comes sooner still.
         ranked_plain("hpo: ranked keep 1/3 (sooner when sure) plain TPE", {"sure": 1.28}),
-        ranked_plain("hpo: ranked keep 1/3 (sooner when sure; pairs at 2x) plain TPE", {"sure": 1.28, "ahead": 2}),
+        ranked_plain(
+            "hpo: ranked keep 1/3 (sooner when sure; pairs at 2x) plain TPE", {"sure": 1.28, "ahead": 2}
+        ),
     ]
 
 

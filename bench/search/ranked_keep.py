@@ -36,7 +36,8 @@ from optuna.trial import FrozenTrial
 from bench.search.adaptive_rungs import at_fraction, first_report_at, rung_crossed, trial_length, within_best
 from hpo.scheduling.rank_gate import spearman
 
-SPEARMAN_CAP = 0.999  # a perfect ranking's Fisher z is infinite; capped, 4 perfect pairs clear 0.8 at sure 1.28
+# A perfect ranking's Fisher z is infinite; capped, 4 perfect pairs clear 0.8 at sure 1.28.
+SPEARMAN_CAP = 0.999
 
 
 class RankedKeepPruner(optuna.pruners.BasePruner):
