@@ -116,3 +116,16 @@ def test_the_fifth_fresh_sets_tables_are_five_imbalanced_classes_and_a_noisy_reg
         imbalanced.classes == 5 and counts[0] > 4 * counts[4]
     )  # 40 % down to 8 %, before 3 % flipped labels
     assert curve.classes == 0 and curve.features.shape == (800, 6)
+
+
+def test_the_sixth_fresh_set_reads_torchs_docstrings_and_makes_noisy_labels_and_a_sparse_regression():
+    train, held = charlm.data({"corpus": "torch_docs"})
+    assert len(train) == charlm.TRAIN_WINDOWS and len(held) == charlm.EVAL_WINDOWS
+    text = charlm.CORPORA["torch_docs"]()
+    assert text == charlm.CORPORA["torch_docs"]() and len(text) > 300_000
+    assert (
+        torch.zeros.__doc__.strip().splitlines()[0] in text
+    )  # a docstring of the last names, the eval tenth's
+    noisy, sparse = tabular.DATASETS["noisy_labels"](), tabular.DATASETS["sparse"]()
+    assert noisy.classes == 3 and noisy.features.shape == (8000, 20)
+    assert sparse.classes == 0 and sparse.features.shape == (2000, 200)

@@ -1,10 +1,10 @@
 """Task: a tiny character-level GPT (a causal transformer) on text that ships with Python itself: the help topics of
 `pydoc_data.topics` (the English text `help("FOR")` prints), or the source code of a fixed list of standard-library
 modules (`corpus: source`), numpy's docstrings (`corpus: numpy_docs`), or the Unicode character names Python's
-`unicodedata` knows (`corpus: unicode_names`). The small language model of `bench/search/`.
+`unicodedata` knows (`corpus: unicode_names`), or torch's docstrings (`corpus: torch_docs`). The small language model of `bench/search/`.
 
     task: {model_init: studies.tasks.charlm:model_init, data: studies.tasks.charlm:data}
-    model: {corpus: help}            # or source, numpy_docs, unicode_names
+    model: {corpus: help}            # or source, numpy_docs, unicode_names, torch_docs
     metric: loss                     # eval_loss: cross-entropy per character, minimised
 
 Model parameters: n_embd, n_layer, n_head, dropout (and `corpus`, from the file). The text is the topics joined in
@@ -91,11 +91,19 @@ def _unicode_names_text() -> str:
     )
 
 
+def _torch_docs_text() -> str:
+    """torch's docstrings (the lock pins its version): tensor operations with signatures, reStructuredText markup and
+    LaTeX, longer entries than numpy's. Sorted by name, so the text is the same on every machine with that torch."""
+    docs = (inspect.getdoc(getattr(torch, name)) for name in sorted(dir(torch)) if not name.startswith("_"))
+    return "\n".join(doc for doc in docs if doc)
+
+
 CORPORA = {
     "help": _help_text,
     "source": _source_text,
     "numpy_docs": _numpy_docs_text,
     "unicode_names": _unicode_names_text,
+    "torch_docs": _torch_docs_text,
 }
 
 

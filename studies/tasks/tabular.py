@@ -158,6 +158,13 @@ def _s_curve() -> Table:
     return Table(np.hstack([x, rng.normal(size=(len(x), 3))]), t + 0.3 * rng.standard_t(3, size=len(t)), 0)
 
 
+def _sparse() -> Table:
+    from sklearn.datasets import make_regression
+
+    x, y = make_regression(n_samples=2000, n_features=200, n_informative=10, noise=10.0, random_state=18)
+    return Table(x, y, 0)
+
+
 def _friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -249,6 +256,18 @@ DATASETS: dict[str, Callable[[], Table]] = {
         random_state=16,
     ),
     "s_curve": _s_curve,  # 800 rows, 6 columns, a regression with heavy-tailed noise: 200 eval rows, outliers
+    # The sixth fresh set (2026-12-03, made after round 13's candidate passed its selection): noisy_labels, sparse.
+    "noisy_labels": _classification(  # 8,000 rows, 20 columns, 3 classes, 30 % of the labels drawn at random
+        n_samples=8000,
+        n_features=20,
+        n_informative=8,
+        n_redundant=4,
+        n_classes=3,
+        class_sep=1.0,
+        flip_y=0.3,
+        random_state=17,
+    ),
+    "sparse": _sparse,  # 2,000 rows, 200 columns of which 10 carry the target, a regression
 }
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench.search import peer_ray
-from bench.search.problems import PROBLEMS
+from bench.search.problems import PROBLEMS, RECORDED
 from bench.search.recording import load
 
 
@@ -40,7 +40,7 @@ def test_a_stopped_trial_frees_its_worker_at_once_for_a_new_configuration():
     assert run.trials == 8 and {e for _, e in stopped_at} == {1}
 
 
-@pytest.mark.parametrize("name", sorted(PROBLEMS))
+@pytest.mark.parametrize("name", RECORDED)
 def test_every_drawn_point_lies_in_the_space_and_replays_a_recorded_configuration(name):
     recording = load(PROBLEMS[name])
     space = {k: p.model_dump(exclude_none=True) for k, p in recording.space.items()}

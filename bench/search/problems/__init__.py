@@ -95,3 +95,6 @@ def _registry() -> dict[str, Problem]:
 
 
 PROBLEMS = _registry()
+# The problems whose recording exists: a fresh set is made (its study files, stated) before it is recorded, one
+# problem at a time, and a problem without its recording has nothing to replay yet.
+RECORDED = sorted(name for name, problem in PROBLEMS.items() if problem.data_file.exists())

@@ -41,4 +41,8 @@ PROBLEMS = [
     # chosen; recorded densely only (with fresh5-charnames, text.py)
     Problem.from_study("fresh5-imbalanced", configurations=150, draw_seed=2061, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh5-scurve", configurations=250, draw_seed=2062, fresh=True, data_dir=DENSE),
+    # the sixth fresh set (2026-12-03): made after round 13's candidate passed its selection, to judge it where nothing
+    # was chosen; recorded densely only (with fresh6-chartorch, text.py)
+    Problem.from_study("fresh6-noisylabels", configurations=250, draw_seed=2065, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh6-sparse", configurations=250, draw_seed=2066, fresh=True, data_dir=DENSE),
 ]

@@ -1,6 +1,7 @@
 """The text family: LoRA adapters on the pretrained MiniLM (studies/minilm_lora.yaml) and a tiny character-level GPT
 on Python's own help topics (charlm.yaml beside this file), on its standard library's source (fresh3-charsource.yaml) or on
-numpy's docstrings (fresh4-chardocs.yaml), or the Unicode character names (fresh5-charnames.yaml)."""
+numpy's docstrings (fresh4-chardocs.yaml), the Unicode character names (fresh5-charnames.yaml) or torch's
+docstrings (fresh6-chartorch.yaml)."""
 
 from __future__ import annotations
 
@@ -38,5 +39,10 @@ PROBLEMS = [
     # the hard cuts started all 60 on most runs.
     Problem.from_study(
         "fresh5-charnames", configurations=150, draw_seed=2063, fresh=True, data_dir=DATA / "dense"
+    ),
+    # The sixth fresh set (2026-12-03, after round 13's candidate passed its selection): torch's docstrings, 20
+    # evaluations a trial.
+    Problem.from_study(
+        "fresh6-chartorch", configurations=150, draw_seed=2064, fresh=True, data_dir=DATA / "dense"
     ),
 ]
