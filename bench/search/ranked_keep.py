@@ -115,8 +115,10 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         """Round 13's `sure`: fewer than `min_pairs` pairs still cut hard when their correlation's lower bound is at
         least `high`: Fisher's z of Spearman's correlation, standard error sqrt(1.06 / (n - 3)) (Fieller, Hartley and
         Pearson), `sure` of them below. With sure 1.28 (one-sided 90 %), 4 to 6 pairs must rank perfectly, 7 nearly."""
+        if self.sure is None or len(pairs) < 4:
+            return False  # before any Spearman: every judgement with fewer pairs asks this
         correlation = spearman(pairs)
-        if self.sure is None or len(pairs) < 4 or correlation < self.high:
+        if correlation < self.high:
             return False
         z = math.atanh(min(correlation, SPEARMAN_CAP))
         return math.tanh(z - self.sure * math.sqrt(1.06 / (len(pairs) - 3))) >= self.high

@@ -1,7 +1,8 @@
 """Task: a tiny character-level GPT (a causal transformer) on text that ships with Python itself: the help topics of
 `pydoc_data.topics` (the English text `help("FOR")` prints), or the source code of a fixed list of standard-library
 modules (`corpus: source`), numpy's docstrings (`corpus: numpy_docs`), or the Unicode character names Python's
-`unicodedata` knows (`corpus: unicode_names`), or torch's docstrings (`corpus: torch_docs`). The small language model of `bench/search/`.
+`unicodedata` knows (`corpus: unicode_names`), or torch's docstrings (`corpus: torch_docs`). The small language model
+of `bench/search/`.
 
     task: {model_init: studies.tasks.charlm:model_init, data: studies.tasks.charlm:data}
     model: {corpus: help}            # or source, numpy_docs, unicode_names, torch_docs

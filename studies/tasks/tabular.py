@@ -72,11 +72,14 @@ def _moons() -> Table:
     return Table(np.hstack([x, rng.normal(size=(len(x), 8))]), y, 2)
 
 
-def _regression() -> Table:
-    from sklearn.datasets import make_regression
+def _regression(**settings: Any) -> Callable[[], Table]:
+    def make() -> Table:
+        from sklearn.datasets import make_regression
 
-    x, y = make_regression(n_samples=2000, n_features=30, n_informative=12, noise=25.0, random_state=3)
-    return Table(x, y, 0)
+        x, y = make_regression(**settings)
+        return Table(x, y, 0)
+
+    return make
 
 
 def _diabetes() -> Table:
@@ -158,13 +161,6 @@ def _s_curve() -> Table:
     return Table(np.hstack([x, rng.normal(size=(len(x), 3))]), t + 0.3 * rng.standard_t(3, size=len(t)), 0)
 
 
-def _sparse() -> Table:
-    from sklearn.datasets import make_regression
-
-    x, y = make_regression(n_samples=2000, n_features=200, n_informative=10, noise=10.0, random_state=18)
-    return Table(x, y, 0)
-
-
 def _friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -231,7 +227,7 @@ DATASETS: dict[str, Callable[[], Table]] = {
         flip_y=0.05,
         random_state=8,
     ),
-    "regression": _regression,
+    "regression": _regression(n_samples=2000, n_features=30, n_informative=12, noise=25.0, random_state=3),
     "friedman": _friedman,
     # The second fresh set (2026-12-02, made after bench/search's round 6 was designed): circles, friedman3.
     "circles": _circles,  # 3,000 rows, 8 columns, 2 classes: two noisy rings among distractors
@@ -267,7 +263,9 @@ DATASETS: dict[str, Callable[[], Table]] = {
         flip_y=0.3,
         random_state=17,
     ),
-    "sparse": _sparse,  # 2,000 rows, 200 columns of which 10 carry the target, a regression
+    "sparse": _regression(  # 2,000 rows, 200 columns of which 10 carry the target
+        n_samples=2000, n_features=200, n_informative=10, noise=10.0, random_state=18
+    ),
 }
 
 
