@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.search.figures import FRACTIONS, QUANTILES, RunFigures, Spread, run_figures, summarise  # noqa: E402
 from bench.search.methods import HPO_METHOD, PEERS, Method, methods_for  # noqa: E402
-from bench.search.problems import PROBLEMS  # noqa: E402
+from bench.search.problems import PROBLEMS, RECORDED  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import Costs, budget_of, simulate  # noqa: E402
 
@@ -153,9 +153,20 @@ def main() -> None:
     )
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    names = sorted(PROBLEMS) if options.problem == "all" else [options.problem]
+    # `all` is every problem recorded so far: a fresh set's study files land before its recordings do
+    names = RECORDED if options.problem == "all" else [options.problem]
+    if options.problem != "all" and options.problem not in RECORDED:
+        parser.exit(2, unrecorded(options.problem) + "\n")
     for name in names:
         run_problem(name, options, json_path(options.json, name, several=len(names) > 1))
+
+
+def unrecorded(name: str) -> str:
+    """Why a problem cannot be replayed yet, and the command that records it."""
+    return (
+        f"--problem {name}: not recorded yet (no {PROBLEMS[name].data_file.relative_to(ROOT)}); "
+        f"record it first: python bench/search/record.py --problem {name}"
+    )
 
 
 def json_path(given: Path | None, problem: str, several: bool) -> Path:

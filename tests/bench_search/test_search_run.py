@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from bench.search import suite
-from bench.search.problems import PROBLEMS, ROOT
+from bench.search import run, suite
+from bench.search.problems import PROBLEMS, RECORDED, ROOT
 
 
 def _script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -41,9 +41,26 @@ def test_every_problem_gets_its_own_json_beside_the_one_given(tmp_path):
     done = _run("--json", str(tmp_path / "search.json"))
     assert done.returncode == 0, done.stderr
     written = sorted(path.name for path in tmp_path.iterdir())
-    assert written == sorted(f"search_{name}.json" for name in PROBLEMS)
-    for name in PROBLEMS:
+    assert written == sorted(
+        f"search_{name}.json" for name in RECORDED
+    )  # a problem made but not recorded: none
+    for name in RECORDED:
         assert json.loads((tmp_path / f"search_{name}.json").read_text())["problem"] == name
+
+
+def test_a_problem_not_recorded_yet_is_refused_with_the_command_that_records_it(
+    tmp_path, monkeypatch, capsys
+):
+    # a fresh set's study files land before its recordings: digits stands in for a problem made, not yet recorded
+    monkeypatch.setattr(run, "RECORDED", [name for name in RECORDED if name != "digits"])
+    monkeypatch.setattr(sys, "argv", ["run.py", "--problem", "digits", "--json", str(tmp_path / "out.json")])
+    with pytest.raises(SystemExit) as exited:
+        run.main()
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "--problem digits: not recorded yet (no bench/search/data/digits.json.gz)" in error
+    assert "python bench/search/record.py --problem digits" in error
+    assert not list(tmp_path.iterdir())
 
 
 def test_the_suite_refuses_a_method_it_does_not_know_instead_of_running_nothing(tmp_path):
