@@ -24,7 +24,8 @@ defaults to `ranked` on the bare default and to 1 / reduction_factor (successive
 reduction_factor is given. `ranked`: at a rung at fraction f of the length, the other trials' values at f and at 4f
 (those that have both; pairs exist long before any trial completes) decide the share: a third kept where their
 Spearman correlation is at least 0.8 (the rung ranks: cut as successive halving does), every trial where it is below
-0.5 (the rung misleads: stop nothing there), three quarters between and until 8 such pairs exist. Nothing pauses, so
+0.5 (the rung misleads: stop nothing there), three quarters between and until 8 such pairs exist (a third with 4-7
+pairs that rank beyond doubt: hpo.storage.stop_rungs.RANKED_SURE). Nothing pauses, so
 nothing is resumed, and the study may run `--in-process`.
 `startup_trials: n` stops no trial before n trials have completed (0 by default: ASHA's rule judges from the second
 trial; a study that names no pruner gets 2, hpo.spec.study). The study's TPE is Optuna's (it learns from finished

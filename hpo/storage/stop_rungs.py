@@ -18,8 +18,11 @@ ranked`, the default of `scheduler: {type: asha}`): the pairs (value at the rung
 RANKED_AHEAD * f) of the other trials that have both; before RANKED_MIN_PAIRS of them exist, or with a Spearman
 correlation between RANKED_LOW and RANKED_HIGH, three quarters are kept; a third at RANKED_HIGH or more (the rung
 ranks: cut as successive halving does); every trial below RANKED_LOW (the rung misleads: stop nothing there). Such
-pairs exist as soon as a few trials have gone four times further, long before any completes. bench/search chose it on
-19 recorded problems at 400 seeds (docs/benchmarks.md, "Round 9"), equal seed for seed to `bench/search/ranked_keep.py`.
+pairs exist as soon as a few trials have gone four times further, long before any completes. Fewer than
+RANKED_MIN_PAIRS pairs cut to a third too when they rank beyond doubt (RANKED_SURE: 4-6 pairs in perfect order, 7
+nearly), so that curves that rank from the first evaluation are cut before eight trials have gone four times further.
+bench/search chose it on 19 recorded problems at 400 seeds (docs/benchmarks.md, "Round 9"; the early cut in "Round
+13", on 28 and then on three problems made after it was stated), equal seed for seed to `bench/search/ranked_keep.py`.
 
 A trial whose length the storage does not have yet (its write was kept through an outage) is not pruned until it has.
 With `startup_trials` n, no trial is stopped before n trials have completed (what a study that names no pruner gets:
@@ -58,6 +61,12 @@ RANKED_AHEAD = 4
 RANKED_MIN_PAIRS = 8
 RANKED_HIGH, RANKED_LOW = 0.8, 0.5
 RANKED_KEEP_HIGH, RANKED_KEEP, RANKED_KEEP_LOW = 1 / 3, 3 / 4, 1.0
+# Fewer than RANKED_MIN_PAIRS pairs still cut to RANKED_KEEP_HIGH when their correlation ranks beyond doubt: the lower
+# bound of Fisher's z, RANKED_SURE standard errors (sqrt(1.06 / (n - 3)), Fieller, Hartley and Pearson) below the
+# estimate, is at least RANKED_HIGH. At 1.28 (one-sided 90 %), 4 to 6 pairs must rank perfectly, 7 nearly (round 13).
+RANKED_SURE = 1.28
+RANKED_SURE_MIN_PAIRS = 4  # n - 3 must be positive, and 3 pairs prove nothing
+SPEARMAN_CAP = 0.999  # a perfect ranking's z is infinite: capped, 4 perfect pairs clear RANKED_HIGH
 
 
 class StopRungsPruner(BasePruner):
@@ -125,7 +134,7 @@ class StopRungsPruner(BasePruner):
             and (then := value_at_fraction(t, later)) is not None
         ]
         if len(pairs) < RANKED_MIN_PAIRS:
-            return RANKED_KEEP
+            return RANKED_KEEP_HIGH if surely_ranks(pairs) else RANKED_KEEP
         correlation = spearman(pairs)
         if correlation >= RANKED_HIGH:
             return RANKED_KEEP_HIGH
@@ -159,6 +168,18 @@ class StopRungsPruner(BasePruner):
         """The trial's first reported step at or past `first_fraction` of its length; None before it (or without
         a length). Trials that evaluate at the same fractions of their length get the same first rung."""
         return step_at_fraction(trial, self.first_fraction)
+
+
+def surely_ranks(pairs: list[tuple[float, float]]) -> bool:
+    """Whether too few pairs for the plain rule still rank beyond doubt (RANKED_SURE): Spearman's correlation's
+    lower bound on Fisher's z scale is at least RANKED_HIGH."""
+    if len(pairs) < RANKED_SURE_MIN_PAIRS:
+        return False
+    correlation = spearman(pairs)
+    if correlation < RANKED_HIGH:
+        return False
+    z = math.atanh(min(correlation, SPEARMAN_CAP))
+    return math.tanh(z - RANKED_SURE * math.sqrt(1.06 / (len(pairs) - 3))) >= RANKED_HIGH
 
 
 def step_at_fraction(trial: FrozenTrial, fraction: float) -> int | None:

@@ -7,7 +7,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner
+from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner, surely_ranks
 
 LENGTH = 16  # a report at every step: rungs at 1 (the first), 2, 4, 8, 16; the rung at 1 pairs with step 4
 
@@ -40,6 +40,7 @@ def stopped_at_first_rung(study: optuna.Study, value: float) -> bool:
 
 RANKS = [(float(i), float(i)) for i in range(8)]  # step 1 ranks step 4 exactly
 MISLEADS = [(float(i), float(-i)) for i in range(8)]  # step 1 ranks step 4 backwards
+TWO_SWAPS = [(0.0, 1.0), (1.0, 0.0), (2.0, 2.0), (3.0, 4.0), (4.0, 3.0), (5.0, 5.0), (6.0, 6.0)]
 
 
 @pytest.mark.parametrize(
@@ -50,9 +51,15 @@ MISLEADS = [(float(i), float(-i)) for i in range(8)]  # step 1 ranks step 4 back
         (RANKS, 5.5, False),  # 3rd of 9: kept
         # 8 pairs ranked backwards: the rung misleads and keeps every trial, the worst too
         (MISLEADS, -1.0, False),
-        # 7 pairs: too few to tell; three quarters kept: 2.5 is 5th of 8 (kept up to 6), -1 the 8th (stopped)
-        (RANKS[:7], 2.5, False),
-        (RANKS[:7], -1.0, True),
+        # 7 pairs with two swaps (Spearman 0.93): too few to be sure; three quarters kept: 2.5 is 5th of 8 (kept up
+        # to 6), -1 the 8th (stopped)
+        (TWO_SWAPS, 2.5, False),
+        (TWO_SWAPS, -1.0, True),
+        # 4 pairs in perfect order rank beyond doubt (RANKED_SURE): a third kept; 1.5 is 3rd of 5 (kept: 1)
+        (RANKS[:4], 1.5, True),
+        (RANKS[:4], 3.5, False),
+        # 3 pairs prove nothing, even in perfect order: three quarters of 4 kept (3), 1.5 is 2nd
+        (RANKS[:3], 1.5, False),
     ],
 )
 def test_the_share_kept_follows_how_the_rung_ranks(finished, value, stopped):
@@ -81,3 +88,19 @@ def test_pairs_come_from_other_trials_at_the_rungs_fraction_of_their_own_length(
             )
         )
     assert not stopped_at_first_rung(study, -1.0)  # misleading pairs found: nothing stopped
+
+
+@pytest.mark.parametrize(
+    ("pairs", "sure"),
+    [
+        (RANKS[:4], True),  # 4 to 6 pairs: only in perfect order
+        (RANKS[:6], True),
+        ([(0.0, 1.0), (1.0, 0.0), *RANKS[2:6]], False),  # 6 with one swap: 0.94, its lower bound 0.76
+        ([(0.0, 0.0), (1.0, 2.0), (2.0, 1.0), *RANKS[3:7]], True),  # 7 with one swap: 0.96, lower bound 0.87
+        (TWO_SWAPS, False),  # 7 with two: 0.93, lower bound 0.76
+        (RANKS[:3], False),  # 3 pairs: never
+        (MISLEADS[:6], False),
+    ],
+)
+def test_few_pairs_cut_hard_only_when_they_rank_beyond_doubt(pairs, sure):
+    assert surely_ranks(pairs) is sure
