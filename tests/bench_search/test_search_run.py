@@ -41,9 +41,8 @@ def test_every_problem_gets_its_own_json_beside_the_one_given(tmp_path):
     done = _run("--json", str(tmp_path / "search.json"))
     assert done.returncode == 0, done.stderr
     written = sorted(path.name for path in tmp_path.iterdir())
-    assert written == sorted(
-        f"search_{name}.json" for name in RECORDED
-    )  # a problem made but not recorded: none
+    # one file per recorded problem; a problem made but not recorded yet gets none
+    assert written == sorted(f"search_{name}.json" for name in RECORDED)
     for name in RECORDED:
         assert json.loads((tmp_path / f"search_{name}.json").read_text())["problem"] == name
 
