@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.search.recording import Recording
 from bench.search.simulate import Outcome
 
 QUANTILES = (0.9, 0.95, 0.99)  # targets: these quantiles of the recorded configurations' final scores
@@ -107,3 +108,14 @@ def summarise(runs: list[RunFigures]) -> dict[str, Spread]:
     figures["trials"] = Spread.of([float(r.trials) for r in runs])
     figures["resumes"] = Spread.of([float(r.resumes) for r in runs])
     return figures
+
+
+def figures_row(outcome: Outcome, recording: Recording, budget_s: float, trials: int) -> dict[str, float]:
+    """One run's figures as real.py and agreement.py tabulate them ({"to_q95_s": ..., "best_at_1": ..., "trials"}),
+    `trials` counted by the caller (a real run counts those started within the budget)."""
+    targets = {q: recording.target(q) for q in QUANTILES}
+    figures = run_figures(outcome, targets, budget_s, recording.maximize, recording.regret_scale())
+    row = {f"to_q{round(q * 100)}_s": figures.to_target[q] for q in QUANTILES}
+    row |= {f"best_at_{f:g}": figures.best_at[f] for f in FRACTIONS}
+    row["trials"] = trials
+    return row

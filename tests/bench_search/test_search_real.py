@@ -75,3 +75,23 @@ def test_a_method_with_bench_searchs_own_pruner_is_refused_for_real_not_run_with
         timeout=120,
     )
     assert typo.returncode == 2 and "--methods: unknown ['TPE + SHH']" in typo.stderr
+
+
+@pytest.mark.slow
+def test_a_real_run_ends_with_its_medians_against_the_simulators_interval():
+    # One real seed of TPE on digits (about a minute), then the agreement table over 20 simulated seeds.
+    done = subprocess.run(
+        [sys.executable, "bench/search/real.py", "--problem", "digits", "--methods", "tpe", "--seeds", "1"]
+        + ["--sim-seeds", "20"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    after = done.stdout.split("against 20 simulated seeds (bench/search/agreement.py):\n")[1].splitlines()
+    rows = [line.split(" | ") for line in after if line.startswith("| tpe | to_q")]
+    assert [cells[1] for cells in rows] == ["to_q90_s", "to_q95_s"]
+    for cells in rows:
+        low, high = (float("inf") if end == "-" else float(end) for end in cells[4].split(" to "))
+        assert low <= high and cells[6].rstrip(" |") in ("yes", "NO")
