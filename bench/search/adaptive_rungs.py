@@ -17,7 +17,7 @@ The rule, at each report of a trial whose length (`LENGTH_ATTR`, global steps) i
 Values are compared at the same fraction of each trial's length, so a rung that moves needs no bookkeeping: what a
 trial reported is all the rule reads.
 
-Result (docs/benchmarks.md, "Rounds 4-5"): within a few percent of the fixed rung at a ninth on every problem; too few
+Result (docs/search-rounds.md, "Rounds 4-5"): within a few percent of the fixed rung at a ninth on every problem; too few
 trials complete before the study has found its good models for the rung to move in time.
 """
 

@@ -168,16 +168,16 @@ def candidates_for(problem: Problem) -> list[Method]:
 
 
 def explored_for(problem: Problem) -> list[Method]:
-    """Rounds 4-6, run after the reference table (docs/benchmarks.md): schedules that adapt to what the study sees,
+    """Rounds 4-6, run after the reference table (docs/search-rounds.md): schedules that adapt to what the study sees,
     each the round-3 pick until it sees enough (rounds 4-5), and gentler rungs from the first evaluation (round 6).
     They are judged against what ships, and are not in the held-out rule's pool (`report.py --with-explored` puts
     them there): most are the shipped schedule on most seeds, and a rule that takes the smallest of many near-equal
-    noisy figures picks by luck (docs/benchmarks.md, "Rounds 4-5"); all were designed after the 13 were seen.
+    noisy figures picks by luck (docs/search-rounds.md, "Rounds 4-5"); all were designed after the 13 were seen.
     Round 7 put round 6's three beside the schedule then shipped in a pool of their own at 400 seeds (`report.py
     --pool`), and "gentle rungs from 1st eval (keep 3/4 x2)" is what `scheduler: {type: asha}` ran until round 9. Round 8
-    (ranked_keep.py, and the shipped rungs under Optuna's TPE) left it in place (docs/benchmarks.md, "Round 8").
+    (ranked_keep.py, and the shipped rungs under Optuna's TPE) left it in place (docs/search-rounds.md, "Round 8").
     Round 9 put the keep 2/3 rungs under Optuna's TPE beside them: the rule then picks ranked keep 1/3 under
-    Optuna's TPE, and `scheduler: {type: asha}` runs it since (docs/benchmarks.md, "Round 9")."""
+    Optuna's TPE, and `scheduler: {type: asha}` runs it since (docs/search-rounds.md, "Round 9")."""
     ninth = at_evaluation(problem, math.ceil(problem.steps / problem.eta**2))
     return [
         # Round 4 (issue 36's "adapt the rung from what the study sees"): the round-3 pick's cut (eta 2), its first rung
@@ -236,7 +236,7 @@ def explored_for(problem: Problem) -> list[Method]:
         ranked_plain("hpo: ranked keep 1/3 (pairs at 2x) plain TPE", {"ahead": 2}),
         ranked_plain("hpo: ranked keep 1/3 (5 pairs) plain TPE", {"min_pairs": 5}),
         ranked_plain("hpo: ranked keep 1/3 (5 pairs at 2x) plain TPE", {"ahead": 2, "min_pairs": 5}),
-        # Round 12 (explored at 100 seeds on 8 problems, nothing stated from it: docs/benchmarks.md, "Round 12"). An
+        # Round 12 (explored at 100 seeds on 8 problems, nothing stated from it: docs/search-rounds.md, "Round 12"). An
         # upper rung still without its pairs takes the hard cut of the nearest rung below that has them: its pairs
         # (4x further on) come late, so on curves that rank from the first evaluation (fresh3-charsource, charlm) what
         # ships keeps 3/4 there long after the first rung has seen them rank.

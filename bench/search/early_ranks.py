@@ -11,7 +11,7 @@ The rule: the shipped schedule until `pairs` trials have values at both; then, d
 recipe if their rank correlation is at least `min_correlation` (the sampler turns to random search, or stays the
 model when the method says `random: False`), else the shipped schedule on.
 
-Result (docs/benchmarks.md, "Rounds 4-5"): it classifies the problems as meant (on 8 seeds, friedman 6 times
+Result (docs/search-rounds.md, "Rounds 4-5"): it classifies the problems as meant (on 8 seeds, friedman 6 times
 aggressive, digits once) but decides after most of the recipe's gain; worst ratio 1.57 against the shipped 1.53.
 """
 

@@ -121,7 +121,7 @@ def pick_shares(
 ) -> dict[str, float]:
     """How often each candidate is the rule's pick (`choose`) when every method's seeds are drawn again with
     replacement on every problem: the rule takes the smallest of noisy worst ratios, and near-equal shares say the
-    seeds cannot tell the candidates apart (docs/benchmarks.md, "Round 7")."""
+    seeds cannot tell the candidates apart (docs/search-rounds.md, "Round 7")."""
     peers = list(peers)
     rng = np.random.default_rng(seed)
     picks = dict.fromkeys(candidates, 0)

@@ -18,7 +18,7 @@ global steps; at a rung a trial goes on if its value is among the best max(1, fl
 included) with a value at that fraction of their length, as Optuna's successive halving judges a rung, with the share
 kept apart from the rungs' spacing (successive halving ties them: keep 1 / eta, spacing eta).
 
-Result (docs/benchmarks.md, "Round 6"): not ahead of the shipped rungs at 100 seeds (worst ratio 1.59-1.68 against
+Result (docs/search-rounds.md, "Round 6"): not ahead of the shipped rungs at 100 seeds (worst ratio 1.59-1.68 against
 1.53, friedman); at 400 seeds on all 17, keep 2/3 x2's worst time-to-q95 ratio is 1.25x (moons) against the
 shipped 1.48x (fresh-diabetes): it trades digits and fresh-diabetes for moons. Round 7 judged the rule at 400 seeds
 with these three and the schedule then shipped in its pool, and keep 3/4 x2 shipped from then until round 9

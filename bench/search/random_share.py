@@ -5,7 +5,7 @@ fidelities mislead the model (synth-optim, friedman), while it leads elsewhere. 
 third of its configurations at random so that a wrong model costs at most that third. Which trials are random is a
 function of the seed and the trial's number, so the workers of one study agree and a rerun draws the same.
 
-Result (docs/benchmarks.md, "Rounds 4-5"): behind the model alone; over 1.2x the best peer on 9 of 13 problems
+Result (docs/search-rounds.md, "Rounds 4-5"): behind the model alone; over 1.2x the best peer on 9 of 13 problems
 against 6.
 """
 

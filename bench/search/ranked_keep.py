@@ -6,7 +6,7 @@ q95 on three problems that pull opposite ways. On charlm and friedman a harder c
 on fresh-diabetes no cut wins (TPE). Over every dense recording, the Spearman correlation between a configuration's
 value at evaluation k and at evaluation 4k (k = 1, 2) separates them: 0.93-0.95 on charlm, 0.83-0.86 on friedman,
 0.27-0.52 on fresh-diabetes. Earlier rounds adapted the first rung's place to completed trials and learnt too late
-(docs/benchmarks.md, "Rounds 4-5"); a pair (value at a rung, value four times further) exists as soon as one trial
+(docs/search-rounds.md, "Rounds 4-5"); a pair (value at a rung, value four times further) exists as soon as one trial
 has gone that far, long before any completes.
 
 The rule, at a rung at fraction f of the trial's length (rungs as keep_rungs.py's: the first report, then `spacing`
@@ -15,7 +15,7 @@ times further): the pairs (value at f, value at `ahead` * f) of the other trials
 is below `low`, `keep` between. The pairs come from trials that passed the rung, a narrower range than all
 configurations, so the correlation runs lower than the figures above.
 
-Result (docs/benchmarks.md, "Round 8"; 400 seeds on the three problems): within 0.05 of the shipped schedule's ratios
+Result (docs/search-rounds.md, "Round 8"; 400 seeds on the three problems): within 0.05 of the shipped schedule's ratios
 to the best peer everywhere (fresh-diabetes 1.28x -> 1.23-1.27x, charlm 1.27x -> 1.26x, friedman 1.27x -> 1.27-1.29x):
 on charlm the pairs come too late (TPE + SH has reached q95 before 8 trials are four evaluations deep), and on
 fresh-diabetes the sampler's model, not the cut, accounts for most of the gap.

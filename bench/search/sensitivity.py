@@ -8,7 +8,7 @@ problems' costs and with every start, pause and resume cost scaled (`suite.py --
     (the same with --fresh --out runs/scaled/fresh)
     python bench/search/sensitivity.py --scaled runs/scaled --seeds 50
 
-Real 2-worker runs start fewer trials than simulated (docs/benchmarks.md, "Real runs"), so the costs a new trial pays
+Real 2-worker runs start fewer trials than simulated (docs/search-rounds.md, "Real runs"), so the costs a new trial pays
 are the simulator's likeliest error; a method that starts many trials gains from costs set too low. Each line: a
 method's average rank beside the peers (by mean normalised regret, the first `--seeds` seeds), its place, the first
 method, its worst ratio to the best peer and on how many problems that ratio is over 1.2x, and the median number of

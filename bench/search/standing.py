@@ -1,7 +1,7 @@
 """Issue 36's bar applied to every method, not only to hpo's: over every problem that what ships and the peers ran
 on (several run folders merged), each method against the best of the *others* at each problem.
 
-    python bench/search/standing.py --runs runs/r11/all runs/r11/fresh4      # the 25 problems (docs/benchmarks.md)
+    python bench/search/standing.py --runs runs/r11/all runs/r11/fresh4      # the 25 problems (docs/search-rounds.md)
     python bench/search/standing.py --runs runs/r11/all runs/r11/fresh4 --problems fresh3-charsource,...  # some
     python bench/search/standing.py --runs runs/standing runs/r13/fresh5 runs/r13/select --candidate NAME
 

@@ -154,7 +154,7 @@ def recorded(fresh: bool = False) -> list[str]:
 def scale_overheads(factor: float) -> None:
     """Every problem's per-trial start, pause and resume costs times `factor`, for the peers' runs too (they read the
     problem): how far the verdicts hang on costs the simulator assumes (real 2-worker runs start fewer trials than
-    simulated; docs/benchmarks.md, "Real runs")."""
+    simulated; docs/search-rounds.md, "Real runs")."""
     for name, problem in PROBLEMS.items():
         PROBLEMS[name] = dataclasses.replace(
             problem,
@@ -167,7 +167,7 @@ def scale_overheads(factor: float) -> None:
 def raise_start_costs(start_s: float) -> None:
     """Every problem's per-trial start cost at least `start_s`, for the peers' runs too (they read the problem).
     `crosscheck.py` implies 0.20 s in the median over 10 problems run for real here, against the 0.086 s measured
-    on digits that the tabular problems simulate (docs/benchmarks.md, "A per-problem start cost"); the text problems
+    on digits that the tabular problems simulate (docs/search-rounds.md, "A per-problem start cost"); the text problems
     keep their own, higher, measured cost."""
     for name, problem in PROBLEMS.items():
         PROBLEMS[name] = dataclasses.replace(problem, start_s=max(problem.start_s, start_s))

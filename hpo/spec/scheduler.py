@@ -31,7 +31,7 @@ nothing is resumed, and the study may run `--in-process`.
 trial; a study that names no pruner gets 2, hpo.spec.study). The study's TPE is Optuna's (it learns from finished
 trials and ranks stopped ones below them; `sampler: {multi_fidelity: true}` makes it learn from every rung value,
 hpo.storage.rung_sampler). bench/search judged it at 400 seeds on 19 recorded problems beside seven other schedules
-(docs/benchmarks.md, "Round 9"): the held-out rule, stated before the runs, picks it on all 19 (worst time to q95
+(docs/search-rounds.md, "Round 9"): the held-out rule, stated before the runs, picks it on all 19 (worst time to q95
 1.24x the best peer's, against 1.28x for keep 3/4 with the multi-fidelity TPE, the default of round 7), with a better
 final model than TPE's on average. Where early values mislead, it stops nothing at a rung; where they rank, it stops
 the poor ones as successive halving does. It needs evaluations during training, as any pruner does.
@@ -75,7 +75,7 @@ from hpo.spec.errors import FieldProblem
 STARTUP_TRIALS = 2
 # Stop-type rungs (`mode: stop`, the default): the first at each trial's first evaluation (fraction 0), each next one
 # twice as far, the share kept at each set by how well the rung ranks what follows it (a third, three quarters or
-# all); the held-out choice of bench/search (docs/benchmarks.md, "Round 9"; three quarters kept from round 7).
+# all); the held-out choice of bench/search (docs/search-rounds.md, "Round 9"; three quarters kept from round 7).
 STOP_FIRST_FRACTION = 0.0
 STOP_REDUCTION_FACTOR = 2
 RANKED = "ranked"  # `keep: ranked`: the share kept follows how well the rung ranks (hpo.storage.stop_rungs)

@@ -21,7 +21,7 @@ ranks: cut as successive halving does); every trial below RANKED_LOW (the rung m
 pairs exist as soon as a few trials have gone four times further, long before any completes. Fewer than
 RANKED_MIN_PAIRS pairs cut to a third too when they rank beyond doubt (RANKED_SURE: 4-6 pairs in perfect order, 7
 nearly), so that curves that rank from the first evaluation are cut before eight trials have gone four times further.
-bench/search chose it on 19 recorded problems at 400 seeds (docs/benchmarks.md, "Round 9"; the early cut in "Round
+bench/search chose it on 19 recorded problems at 400 seeds (docs/search-rounds.md, "Round 9"; the early cut in "Round
 13", on 28 and then on three problems made after it was stated), equal seed for seed to `bench/search/ranked_keep.py`.
 
 A trial whose length the storage does not have yet (its write was kept through an outage) is not pruned until it has.

@@ -66,7 +66,7 @@ def multi_fidelity(spec: StudySpec) -> bool:
     """Whether the study's TPE learns from rung values (`sampler.multi_fidelity`; unset: under a promotion-type ASHA
     scheduler, whose paused trials Optuna's TPE would not see). Under stop-type rungs Optuna's TPE, which learns from
     finished trials and ranks stopped ones below them, reached good models sooner on bench/search's 19 problems
-    (docs/benchmarks.md, rounds 8-9: the rule's pick in 82 % of redrawn seeds)."""
+    (docs/search-rounds.md, rounds 8-9: the rule's pick in 82 % of redrawn seeds)."""
     section = spec.study.sampler
     if section.type != "tpe":
         return False

@@ -112,7 +112,7 @@ def test_every_candidate_pauses_only_where_the_problem_records_an_evaluation(nam
     assert at_evaluation(problem, 1) == problem.eval_every
 
 
-# Round 9's pick of the held-out rule at 400 seeds on all 19 problems (docs/benchmarks.md "Round 9"), with round 13's
+# Round 9's pick of the held-out rule at 400 seeds on all 19 problems (docs/search-rounds.md "Round 9"), with round 13's
 # early cut where few pairs rank beyond doubt (judged on 28 problems, then on the sixth fresh set: "Round 13").
 PICK = "hpo: ranked keep 1/3 (sooner when sure) plain TPE"
 
