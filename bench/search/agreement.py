@@ -41,7 +41,9 @@ from bench.search.recording import load  # noqa: E402
 from bench.search.simulate import Costs, budget_of, simulate  # noqa: E402
 from bench.search.suite import methods_of  # noqa: E402
 
-DRAWS = 4000  # resamples of n seeds: the interval's ends move by well under 1 % between two sets of draws
+# Resamples of n seeds: between two sets of draws the interval's ends move by up to 3 % (one simulated seed's value
+# to the next one's), small beside the interval's width (2-3x for 10 seeds)
+DRAWS = 4000
 COVERAGE = (0.05, 0.95)  # the interval: a real median outside it happens by chance 1 time in 10
 # q99 is reached on too few real seeds for a median (docs/benchmarks.md, "Real runs against the simulator")
 TARGETS = ("to_q90_s", "to_q95_s")
