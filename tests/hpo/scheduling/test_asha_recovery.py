@@ -102,8 +102,8 @@ def test_sigkill_of_hpo_run_loses_no_paused_trial_and_a_second_run_finishes(tmp_
     assert seen  # the disk was checked while trials were paused
     at_kill = {t.number: pause.pause_info(t) for t in paused_now(tmp_path)}
     # Between the last check and the kill a paused trial may have been promoted (then it is a running trial the kill
-    # stopped, and its retry resumes it) or ended for good where it paused (once the last configuration has started,
-    # promotion.end_hopeless ends PRUNED at its pause step a paused trial ASHA can never promote); none may vanish.
+    # stopped, and its retry resumes it) or ended for good where it paused (promotion.end_hopeless ends PRUNED at its
+    # pause step a paused trial ASHA can never promote with the configurations still to come); none may vanish.
     by_number = {t.number: t for t in trials(tmp_path)}
     for number, step in paused_at_check.items():
         trial = by_number[number]
