@@ -29,6 +29,7 @@ check that hpo's runs equal the candidate's seed for seed, tests/bench_search).
 from __future__ import annotations
 
 import math
+import statistics
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -38,6 +39,11 @@ from hpo.scheduling.rank_gate import spearman
 
 # A perfect ranking's Fisher z is infinite; capped, 4 perfect pairs clear 0.8 at sure 1.28.
 SPEARMAN_CAP = 0.999
+# Round 14's `cheap_keep`: what a trial writes with its first two reports (the simulator as hpo would): the seconds
+# from its claim to its first report (start, set-up, training and evaluating up to it), and from there to the second
+# (one evaluation interval of training and evaluating).
+FIRST_REPORT_ATTR = "seconds_to_first_report"
+EVALUATION_ATTR = "seconds_per_evaluation"
 
 
 class RankedKeepPruner(optuna.pruners.BasePruner):
@@ -53,12 +59,15 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         min_pairs: int = 8,
         inherit: bool = False,
         sure: float | None = None,
+        cheap_keep: float | None = None,
+        cheap_below: float = 2.0,
     ) -> None:
         self.keep, self.high_keep, self.low_keep = keep, high_keep, low_keep
         self.high, self.low = high, low
         self.spacing, self.ahead, self.min_pairs = spacing, ahead, min_pairs
         self.inherit = inherit
         self.sure = sure
+        self.cheap_keep, self.cheap_below = cheap_keep, cheap_below
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         length = trial_length(trial)
@@ -73,6 +82,8 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         others = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
         pairs = self.pairs_at(others, fraction)
         share = self.share_of(pairs)
+        if share == self.keep and len(pairs) < self.min_pairs and self.screening_is_cheap(others):
+            share = self.cheap_keep
         if self.inherit and len(pairs) < self.min_pairs and self.lower_cut(others, first, rung, length):
             share = self.high_keep
         if share >= 1:
@@ -81,6 +92,20 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         mine = trial.intermediate_values[steps[-1]]
         kept = lambda n: max(1, math.floor(n * share + 1e-9))  # noqa: E731 - the share's rule, as keep_rungs.py
         return not within_best(mine, values, kept, study.direction)
+
+    def screening_is_cheap(self, others: list[FrozenTrial]) -> bool:
+        """Round 14's `cheap_keep`: whether starting a trial and training it to its first report costs less than
+        `cheap_below` evaluation intervals (at 2, its overhead, start and set-up, is under one interval), in the
+        median of the trials that have reported twice. Cutting at the first rungs then screens many configurations for little: the prior
+        share kept before the pairs come is `cheap_keep`, not `keep`."""
+        if self.cheap_keep is None:
+            return False
+        ratios = [
+            t.user_attrs[FIRST_REPORT_ATTR] / t.user_attrs[EVALUATION_ATTR]
+            for t in others
+            if FIRST_REPORT_ATTR in t.user_attrs and t.user_attrs.get(EVALUATION_ATTR, 0) > 0
+        ]
+        return bool(ratios) and statistics.median(ratios) < self.cheap_below
 
     def lower_cut(self, others: list[FrozenTrial], first: int, rung: int, length: int) -> bool:
         """Round 12's `inherit`: whether the nearest rung below `rung` that has its pairs cuts hard. Pairs four times

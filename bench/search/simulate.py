@@ -36,6 +36,7 @@ import optuna
 from optuna.trial import TrialState
 
 from bench.search.methods import Method
+from bench.search.ranked_keep import EVALUATION_ATTR, FIRST_REPORT_ATTR
 from bench.search.recording import Recording
 from hpo.scheduling.asha import RungTrial, hopeless, next_promotion
 from hpo.spec import StudySpec, load_study_spec
@@ -70,6 +71,7 @@ class SimTrial:
     rung: RungTrial | None = None  # ASHA only
     evaluated_at: list[float] = field(default_factory=list)
     ended_at: float | None = None  # told COMPLETE or PRUNED
+    started_at: float = 0.0  # claimed by a worker (before the start cost and the set-up)
     score: float | None = None  # the value told with COMPLETE
 
 
@@ -227,7 +229,7 @@ class Simulation:
         trial = ask_queued(study) or ask_new(study)
         params = sample_params(trial, self.spec.search_space)
         config = self.rec.nearest(params, taken=self.out.started)  # each configuration once (recording.py)
-        sim = SimTrial(len(self.out.trials), trial, config)
+        sim = SimTrial(len(self.out.trials), trial, config, started_at=at)
         if self.method.asha:
             sim.rung = RungTrial(sim.number, running=True)
         self.out.trials.append(sim)
@@ -262,6 +264,9 @@ class Simulation:
             # length goes with the first report. Without a pruner hpo adds no pruning callback, and reports nothing.
             if sim.done == 1:
                 sim.trial.set_user_attr(LENGTH_ATTR, self.rec.problem.steps)
+                sim.trial.set_user_attr(FIRST_REPORT_ATTR, at - sim.started_at)
+            elif sim.done == 2 and not sim.resumes:
+                sim.trial.set_user_attr(EVALUATION_ATTR, at - sim.evaluated_at[0])
             sim.trial.report(value, step)
             if sim.trial.should_prune():
                 self.tell(sim, TrialState.PRUNED, value, at)
