@@ -129,3 +129,14 @@ def test_the_sixth_fresh_set_reads_torchs_docstrings_and_makes_noisy_labels_and_
     noisy, sparse = tabular.DATASETS["noisy_labels"](), tabular.DATASETS["sparse"]()
     assert noisy.classes == 3 and noisy.features.shape == (8000, 20)
     assert sparse.classes == 0 and sparse.features.shape == (2000, 200)
+
+
+def test_the_seventh_fresh_set_reads_sklearns_docstrings_and_makes_a_wide_classification_and_a_noisy_regression():
+    train, held = charlm.data({"corpus": "sklearn_docs"})
+    assert len(train) == charlm.TRAIN_WINDOWS and len(held) == charlm.EVAL_WINDOWS
+    text = charlm.CORPORA["sklearn_docs"]()
+    assert text == charlm.CORPORA["sklearn_docs"]() and len(text) > 1_000_000
+    assert "Parameters\n----------" in text  # the estimators' numpydoc sections
+    wide, noisy = tabular.DATASETS["wide_classes"](), tabular.DATASETS["noisy_friedman"]()
+    assert wide.classes == 6 and wide.features.shape == (24000, 40)
+    assert noisy.classes == 0 and noisy.features.shape == (20000, 20)

@@ -1,11 +1,12 @@
 """Task: a tiny character-level GPT (a causal transformer) on text that ships with Python itself: the help topics of
 `pydoc_data.topics` (the English text `help("FOR")` prints), or the source code of a fixed list of standard-library
 modules (`corpus: source`), numpy's docstrings (`corpus: numpy_docs`), or the Unicode character names Python's
-`unicodedata` knows (`corpus: unicode_names`), or torch's docstrings (`corpus: torch_docs`). The small language model
+`unicodedata` knows (`corpus: unicode_names`), torch's docstrings (`corpus: torch_docs`) or scikit-learn's
+(`corpus: sklearn_docs`). The small language model
 of `bench/search/`.
 
     task: {model_init: studies.tasks.charlm:model_init, data: studies.tasks.charlm:data}
-    model: {corpus: help}            # or source, numpy_docs, unicode_names, torch_docs
+    model: {corpus: help}            # or source, numpy_docs, unicode_names, torch_docs, sklearn_docs
     metric: loss                     # eval_loss: cross-entropy per character, minimised
 
 Model parameters: n_embd, n_layer, n_head, dropout (and `corpus`, from the file). The text is the topics joined in
@@ -99,12 +100,26 @@ def _torch_docs_text() -> str:
     return "\n".join(doc for doc in docs if doc)
 
 
+def _sklearn_docs_text() -> str:
+    """scikit-learn's docstrings (the lock pins its version): its estimators' and functions' parameters, attributes and
+    examples, longer and more uniform entries than numpy's. Sorted by module and name, so the text is the same on every
+    machine with that scikit-learn."""
+    import sklearn.utils.discovery  # noqa: PLC0415 - imports every sklearn module: only for this corpus
+
+    found = sklearn.utils.discovery.all_estimators() + sklearn.utils.discovery.all_functions()
+    docs = (
+        inspect.getdoc(thing) for _, thing in sorted(found, key=lambda item: (item[1].__module__, item[0]))
+    )
+    return "\n".join(doc for doc in docs if doc)
+
+
 CORPORA = {
     "help": _help_text,
     "source": _source_text,
     "numpy_docs": _numpy_docs_text,
     "unicode_names": _unicode_names_text,
     "torch_docs": _torch_docs_text,
+    "sklearn_docs": _sklearn_docs_text,
 }
 
 

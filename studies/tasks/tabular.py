@@ -168,6 +168,13 @@ def _friedman() -> Table:
     return Table(x, y, 0)
 
 
+def _noisy_friedman() -> Table:
+    from sklearn.datasets import make_friedman1
+
+    x, y = make_friedman1(n_samples=20000, n_features=20, noise=3.0, random_state=20)
+    return Table(x, y, 0)
+
+
 DATASETS: dict[str, Callable[[], Table]] = {
     "breast_cancer": _breast_cancer,  # 569 rows, 30 columns, 2 classes: 143 eval rows, a coarse accuracy
     "wine": _wine,  # 178 rows, 13 columns, 3 classes: 45 eval rows; 69 % of MLPs reach 1.0 (not in the suite)
@@ -266,6 +273,19 @@ DATASETS: dict[str, Callable[[], Table]] = {
     "sparse": _regression(  # 2,000 rows, 200 columns of which 10 carry the target
         n_samples=2000, n_features=200, n_informative=10, noise=10.0, random_state=18
     ),
+    # The seventh fresh set (2026-12-03, made after round 14 was stated): wide_classes, noisy_friedman.
+    "wide_classes": _classification(  # 24,000 rows, 40 columns, 6 classes of two clusters each
+        n_samples=24000,
+        n_features=40,
+        n_informative=14,
+        n_redundant=8,
+        n_classes=6,
+        n_clusters_per_class=2,
+        class_sep=0.9,
+        flip_y=0.05,
+        random_state=19,
+    ),
+    "noisy_friedman": _noisy_friedman,  # 20,000 rows, 20 columns of which 5 carry the target, heavy noise
 }
 
 

@@ -45,4 +45,8 @@ PROBLEMS = [
     # was chosen; recorded densely only (with fresh6-chartorch, text.py)
     Problem.from_study("fresh6-noisylabels", configurations=250, draw_seed=2065, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh6-sparse", configurations=250, draw_seed=2066, fresh=True, data_dir=DENSE),
+    # the seventh fresh set (2026-12-03): made after round 14 was stated, where its candidate acts (trials that start
+    # for less than an evaluation interval); recorded densely only (with fresh7-charconst, text.py)
+    Problem.from_study("fresh7-widetab", configurations=100, draw_seed=2067, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh7-longreg", configurations=100, draw_seed=2068, fresh=True, data_dir=DENSE),
 ]

@@ -1,7 +1,7 @@
 """The text family: LoRA adapters on the pretrained MiniLM (studies/minilm_lora.yaml) and a tiny character-level GPT
 on Python's own help topics (charlm.yaml beside this file), on its standard library's source (fresh3-charsource.yaml) or on
-numpy's docstrings (fresh4-chardocs.yaml), the Unicode character names (fresh5-charnames.yaml) or torch's
-docstrings (fresh6-chartorch.yaml)."""
+numpy's docstrings (fresh4-chardocs.yaml), the Unicode character names (fresh5-charnames.yaml), torch's
+docstrings (fresh6-chartorch.yaml) or scikit-learn's at a constant learning rate (fresh7-charconst.yaml)."""
 
 from __future__ import annotations
 
@@ -44,5 +44,10 @@ PROBLEMS = [
     # evaluations a trial.
     Problem.from_study(
         "fresh6-chartorch", configurations=150, draw_seed=2064, fresh=True, data_dir=DATA / "dense"
+    ),
+    # The seventh fresh set (2026-12-03, after round 14 was stated): scikit-learn's docstrings at a constant learning
+    # rate.
+    Problem.from_study(
+        "fresh7-charconst", configurations=100, draw_seed=2069, fresh=True, data_dir=DATA / "dense"
     ),
 ]
