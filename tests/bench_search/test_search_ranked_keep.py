@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from bench.search.ranked_keep import RankedKeepPruner
+from bench.search.ranked_keep import EVALUATION_ATTR, FIRST_REPORT_ATTR, RankedKeepPruner
 from tests.bench_search.test_search_early_ranks import LENGTH, LENGTH_ATTR, STEPS, complete, stopped_at
 
 # An evaluation every 10 steps of 270: rungs at 10, 20, 40, 80, 160; the values at 10 pair with those at 40.
@@ -92,3 +92,40 @@ def test_fewer_pairs_cut_hard_only_when_they_rank_beyond_doubt(
     assert (
         stopped_at(study, RankedKeepPruner(high_keep=1 / 3), third) is None
     )  # without it: 3/4 until 8 pairs
+
+
+def timed(
+    study: optuna.Study, curve: dict[int, float], to_first: float | None, interval: float | None
+) -> None:
+    """A finished trial that wrote (or not) its time to its first report and its evaluation interval."""
+    trial = study.ask()
+    trial.set_user_attr(LENGTH_ATTR, LENGTH)
+    if to_first is not None:
+        trial.set_user_attr(FIRST_REPORT_ATTR, to_first)
+    if interval is not None:
+        trial.set_user_attr(EVALUATION_ATTR, interval)
+    for step in STEPS:
+        trial.report(curve[step], step)
+    study.tell(trial, curve[LENGTH])
+
+
+@pytest.mark.parametrize(
+    ("to_first", "interval", "cheap"),
+    [
+        (1.3, 1.0, True),  # started for 0.3 of an evaluation: under half of one
+        (1.6, 1.0, False),  # for 0.6 of one
+        (0.5, 0.1, False),  # for four evaluations (a short tabular trial)
+        (1.3, None, False),  # no trial has reported twice: nothing measured, the default prior
+    ],
+)
+def test_before_the_pairs_come_half_is_kept_only_where_a_trial_starts_for_under_half_an_evaluation(
+    study: optuna.Study, to_first: float, interval: float | None, cheap: bool
+) -> None:
+    # Three trials whose curves cross (three pairs: too few for `sure`), at 0.9, 0.8 and 0.7 at the first evaluation.
+    # 0.75 there is 3rd of 4: inside three quarters (3), outside half (2).
+    for quality in QUALITIES[:3]:
+        timed(study, crossing(quality), to_first, interval)
+    round_14 = RankedKeepPruner(high_keep=1 / 3, sure=1.28, cheap_keep=1 / 2, cheap_below=1.5)
+    assert stopped_at(study, round_14, 0.75) == (10 if cheap else None)
+    # what ships (no `cheap_keep`) keeps three quarters before the pairs come, however cheaply trials start
+    assert stopped_at(study, RankedKeepPruner(high_keep=1 / 3, sure=1.28), 0.75) is None

@@ -7,6 +7,7 @@ import pytest
 from optuna.trial import TrialState
 
 from bench.search.methods import Method, methods_for
+from bench.search.ranked_keep import EVALUATION_ATTR, FIRST_REPORT_ATTR
 from bench.search.recording import Recording
 from bench.search.simulate import Costs, Simulation, simulate
 from hpo.scheduling.asha import hopeless, next_promotion
@@ -156,3 +157,22 @@ def test_hyperband_brackets_pause_each_trial_only_at_its_own_brackets_rungs(reco
         1 in t.trial.study._storage.get_trial(trial_id(t.trial)).intermediate_values for t in outcome.trials
     )  # noqa: SLF001
     assert {t.state for t in outcome.trials} == {"complete", "pruned"}
+
+
+def test_a_reported_trial_writes_its_time_to_its_first_report_and_its_evaluation_interval(recording):
+    # what round 14's `cheap_keep` reads (bench/search/ranked_keep.py): claim to first report = start + set-up + the
+    # first segment; first to second report = the second segment; a trial stopped at its first report has no interval
+    costs = Costs(start_s=0.3, pause_s=0.0, resume_s=0.0)
+    candidate = Method(
+        "round 14", "study", ranked_keep={"high_keep": 1 / 3, "sure": 1.28, "cheap_keep": 1 / 2}
+    )
+    outcome = simulate(recording, candidate, 2, budget_s=30.0, costs=costs)
+    assert len(outcome.trials) > 8 and any(t.done == 1 for t in outcome.trials)
+    for trial in (t for t in outcome.trials if t.done):  # the budget may end before a last one's first report
+        attrs = trial.trial.study._storage.get_trial(trial_id(trial.trial)).user_attrs  # noqa: SLF001
+        curve = recording.curves[trial.config]
+        assert attrs[FIRST_REPORT_ATTR] == pytest.approx(costs.start_s + curve.setup_s + curve.segment_s[0])
+        if trial.done >= 2:
+            assert attrs[EVALUATION_ATTR] == pytest.approx(curve.segment_s[1])
+        else:
+            assert EVALUATION_ATTR not in attrs
