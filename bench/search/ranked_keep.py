@@ -37,13 +37,12 @@ from optuna.trial import FrozenTrial
 from bench.search.adaptive_rungs import at_fraction, first_report_at, rung_crossed, trial_length, within_best
 from hpo.scheduling.rank_gate import spearman
 
+# Round 14's `cheap_keep` reads what a trial writes with its first two reports (hpo.trial.pruning; the simulator as
+# hpo): the seconds from its claim to its first report, and from there to the second (one evaluation interval).
+from hpo.storage.stop_rungs import EVALUATION_ATTR, FIRST_REPORT_ATTR
+
 # A perfect ranking's Fisher z is infinite; capped, 4 perfect pairs clear 0.8 at sure 1.28.
 SPEARMAN_CAP = 0.999
-# Round 14's `cheap_keep`: what a trial writes with its first two reports (the simulator as hpo would): the seconds
-# from its claim to its first report (start, set-up, training and evaluating up to it), and from there to the second
-# (one evaluation interval of training and evaluating).
-FIRST_REPORT_ATTR = "seconds_to_first_report"
-EVALUATION_ATTR = "seconds_per_evaluation"
 
 
 class RankedKeepPruner(optuna.pruners.BasePruner):

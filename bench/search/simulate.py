@@ -36,12 +36,11 @@ import optuna
 from optuna.trial import TrialState
 
 from bench.search.methods import Method
-from bench.search.ranked_keep import EVALUATION_ATTR, FIRST_REPORT_ATTR
 from bench.search.recording import Recording
 from hpo.scheduling.asha import RungTrial, hopeless, next_promotion
 from hpo.spec import StudySpec, load_study_spec
 from hpo.storage import pause
-from hpo.storage.stop_rungs import LENGTH_ATTR
+from hpo.storage.stop_rungs import EVALUATION_ATTR, FIRST_REPORT_ATTR, LENGTH_ATTR
 from hpo.storage.study_db import ask_new, ask_queued, trial_id
 from hpo.trial.space import sample_params
 

@@ -21,8 +21,11 @@ ranks: cut as successive halving does); every trial below RANKED_LOW (the rung m
 pairs exist as soon as a few trials have gone four times further, long before any completes. Fewer than
 RANKED_MIN_PAIRS pairs cut to a third too when they rank beyond doubt (RANKED_SURE: 4-6 pairs in perfect order, 7
 nearly), so that curves that rank from the first evaluation are cut before eight trials have gone four times further.
+Before the pairs come, half rather than three quarters are kept where the study's trials start for under half an
+evaluation interval (RANKED_CHEAP_BELOW: screening a configuration costs about one evaluation there).
 bench/search chose it on 19 recorded problems at 400 seeds (docs/search-rounds.md, "Round 9"; the early cut in "Round
-13", on 28 and then on three problems made after it was stated), equal seed for seed to `bench/search/ranked_keep.py`.
+13", on 28 and then on three problems made after it was stated; the cheap start in "Round 14", on 31 and then on three
+more), equal seed for seed to `bench/search/ranked_keep.py`.
 
 A trial whose length the storage does not have yet (its write was kept through an outage) is not pruned until it has.
 With `startup_trials` n, no trial is stopped before n trials have completed (what a study that names no pruner gets:
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import math
+import statistics
 from collections.abc import Iterator
 
 import optuna
@@ -67,6 +71,15 @@ RANKED_KEEP_HIGH, RANKED_KEEP, RANKED_KEEP_LOW = 1 / 3, 3 / 4, 1.0
 RANKED_SURE = 1.28
 RANKED_SURE_MIN_PAIRS = 4  # n - 3 must be positive, and 3 pairs prove nothing
 SPEARMAN_CAP = 0.999  # a perfect ranking's z is infinite: capped, 4 perfect pairs clear RANKED_HIGH
+# Before the pairs come, RANKED_CHEAP_KEEP rather than RANKED_KEEP where trials start cheaply: the median over the
+# study's trials of (seconds from its claim to its first report) / (seconds from its first report to its second) under
+# RANKED_CHEAP_BELOW, a start (claim, process, data, model) under half an evaluation interval. Cutting at the first
+# rungs then screens a configuration for about one evaluation (round 14: the character LMs start for 0.15-0.36 of an
+# interval, every other recorded problem for 1.1 or more). hpo.trial.pruning writes the two times.
+RANKED_CHEAP_KEEP = 1 / 2
+RANKED_CHEAP_BELOW = 1.5
+FIRST_REPORT_ATTR = "seconds_to_first_report"
+EVALUATION_ATTR = "seconds_per_evaluation"
 
 
 class StopRungsPruner(BasePruner):
@@ -134,7 +147,9 @@ class StopRungsPruner(BasePruner):
             and (then := value_at_fraction(t, later)) is not None
         ]
         if len(pairs) < RANKED_MIN_PAIRS:
-            return RANKED_KEEP_HIGH if surely_ranks(pairs) else RANKED_KEEP
+            if surely_ranks(pairs):
+                return RANKED_KEEP_HIGH
+            return RANKED_CHEAP_KEEP if starts_cheaply(trials, view) else RANKED_KEEP
         correlation = spearman(pairs)
         if correlation >= RANKED_HIGH:
             return RANKED_KEEP_HIGH
@@ -180,6 +195,20 @@ def surely_ranks(pairs: list[tuple[float, float]]) -> bool:
         return False
     z = math.atanh(min(correlation, SPEARMAN_CAP))
     return math.tanh(z - RANKED_SURE * math.sqrt(1.06 / (len(pairs) - 3))) >= RANKED_HIGH
+
+
+def starts_cheaply(trials: list[FrozenTrial], view: FrozenTrial) -> bool:
+    """Whether the other trials that have reported twice start, in their median, for under RANKED_CHEAP_BELOW
+    evaluation intervals to their first report (module docstring); False before any has."""
+    ratios = [
+        t.user_attrs[FIRST_REPORT_ATTR] / t.user_attrs[EVALUATION_ATTR]
+        for t in trials
+        if t.number != view.number
+        and isinstance(t.user_attrs.get(FIRST_REPORT_ATTR), int | float)
+        and isinstance(t.user_attrs.get(EVALUATION_ATTR), int | float)
+        and t.user_attrs[EVALUATION_ATTR] > 0
+    ]
+    return bool(ratios) and statistics.median(ratios) < RANKED_CHEAP_BELOW
 
 
 def step_at_fraction(trial: FrozenTrial, fraction: float) -> int | None:

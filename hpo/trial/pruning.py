@@ -5,7 +5,9 @@ lets the Trainer finish its step, run every callback's `on_train_end` (trackers 
 return normally; the trial is then told PRUNED with the step at which it was pruned.
 
 With its first report the trial writes its length in global steps (user attribute `max_steps`): the stop-type rungs
-of `scheduler: {type: asha}` sit at fractions of it (hpo.storage.stop_rungs).
+of `scheduler: {type: asha}` sit at fractions of it (hpo.storage.stop_rungs). With its first two it writes what it
+cost to start: the seconds from its claim to its first report and from there to its second (an evaluation interval),
+from which those rungs tell a study whose trials start cheaply (`starts_cheaply`).
 
 Under torch.distributed only rank 0 holds the Optuna trial. It decides, and the decision is broadcast through the
 Trainer's strategy so that every rank stops at the same step and no collective is left waiting.
@@ -20,11 +22,12 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Any
 
 from hpo.storage.attempts import attempt_chain
 from hpo.storage.outage import is_unreachable, no_waiting, root_cause
-from hpo.storage.stop_rungs import LENGTH_ATTR
+from hpo.storage.stop_rungs import EVALUATION_ATTR, FIRST_REPORT_ATTR, LENGTH_ATTR
 from trainer import TrainerCallback
 
 logger = logging.getLogger(__name__)
@@ -97,6 +100,10 @@ class OptunaPruningCallback(TrainerCallback):
         # (hpo.storage.stop_rungs), and a study that trains by epochs knows it only once training starts.
         self.length: int | None = None
         self.length_written = False
+        # What the trial cost to start (hpo.storage.stop_rungs.starts_cheaply): the wall times of its first two
+        # evaluations, and the two figures measured from them that the storage has not taken yet.
+        self.evaluated_at: list[float] = []
+        self.start_costs: dict[str, float] = {}
 
     def value_of(self, metrics: dict[str, Any]) -> float | None:
         if self.objective is not None:
@@ -111,6 +118,7 @@ class OptunaPruningCallback(TrainerCallback):
             self.kept[:0] = self.lost_before(state.log_history, state.global_step)
         value = self.value_of(metrics)
         self.length = int(state.max_steps) if state.max_steps else None
+        self.measure_start_cost(time.time())
         decision = self._decide(state.global_step, value, kwargs.get("trainer"))
         if decision:
             self.pruned_step = state.global_step
@@ -136,6 +144,7 @@ class OptunaPruningCallback(TrainerCallback):
         try:
             with no_waiting():  # training must not wait on the storage
                 self.write_length()
+                self.write_start_costs()
                 self.write_kept()
                 if earlier:
                     logger.warning(
@@ -189,6 +198,30 @@ class OptunaPruningCallback(TrainerCallback):
     @property
     def _number(self) -> Any:
         return getattr(self.trial, "number", "?")
+
+    def measure_start_cost(self, now: float) -> None:
+        """At the first two evaluations of a first attempt: seconds from the claim (the trial's start in the storage)
+        to the first, and from the first to the second. A retry resumes from a checkpoint: its start says nothing of
+        what starting a configuration costs."""
+        if self.trial is None or len(self.evaluated_at) >= 2 or self.is_retry:
+            return
+        self.evaluated_at.append(now)
+        if len(self.evaluated_at) == 2:
+            self.start_costs[EVALUATION_ATTR] = now - self.evaluated_at[0]
+            return
+        started = getattr(self.trial, "datetime_start", None)
+        if started is not None:  # stamped by Optuna in local time, as time.time() reads it back
+            self.start_costs[FIRST_REPORT_ATTR] = now - started.timestamp()
+
+    @property
+    def is_retry(self) -> bool:
+        return getattr(self.trial, "user_attrs", {}).get("requeued_from_trial") is not None
+
+    def write_start_costs(self) -> None:
+        while self.start_costs:
+            key, seconds = next(iter(self.start_costs.items()))
+            self.trial.set_user_attr(key, round(seconds, 4))
+            self.start_costs.pop(key)
 
     def write_length(self) -> None:
         if self.length_written or not self.length:

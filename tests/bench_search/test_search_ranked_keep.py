@@ -6,7 +6,8 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from bench.search.ranked_keep import EVALUATION_ATTR, FIRST_REPORT_ATTR, RankedKeepPruner
+from bench.search.ranked_keep import RankedKeepPruner
+from hpo.storage.stop_rungs import EVALUATION_ATTR, FIRST_REPORT_ATTR
 from tests.bench_search.test_search_early_ranks import LENGTH, LENGTH_ATTR, STEPS, complete, stopped_at
 
 # An evaluation every 10 steps of 270: rungs at 10, 20, 40, 80, 160; the values at 10 pair with those at 40.

@@ -7,13 +7,13 @@ import pytest
 from optuna.trial import TrialState
 
 from bench.search.methods import Method, methods_for
-from bench.search.ranked_keep import EVALUATION_ATTR, FIRST_REPORT_ATTR
 from bench.search.recording import Recording
 from bench.search.simulate import Costs, Simulation, simulate
 from hpo.scheduling.asha import hopeless, next_promotion
 from hpo.scheduling.promotion import AshaPlan, rung_table
 from hpo.scheduling.rank_gate import RankGate
 from hpo.storage import pause
+from hpo.storage.stop_rungs import EVALUATION_ATTR, FIRST_REPORT_ATTR
 from hpo.storage.study_db import ask_new, trial_id
 
 FREE = Costs(start_s=0.0, pause_s=0.0, resume_s=0.0)

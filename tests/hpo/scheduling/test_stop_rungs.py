@@ -16,7 +16,13 @@ from study_task import write_study
 from hpo.errors import ConfigError
 from hpo.spec import load_study_spec
 from hpo.storage import pause
-from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner, with_earlier_attempts
+from hpo.storage.stop_rungs import (
+    EVALUATION_ATTR,
+    FIRST_REPORT_ATTR,
+    LENGTH_ATTR,
+    StopRungsPruner,
+    with_earlier_attempts,
+)
 from hpo.storage.study_db import build_pruner, build_sampler
 from hpo.study import run_study
 from hpo.study.in_process import check_in_process
@@ -49,6 +55,11 @@ def test_asha_as_written_stops_trials_at_rungs_from_the_first_evaluation_each_tw
     for trial in found:
         assert trial.user_attrs[LENGTH_ATTR] == 36
         assert not pause.boundaries(trial) and not trial.system_attrs.get(pause.RESUMED_AT)
+        # what it cost to start, for the ranked share (stop_rungs.starts_cheaply): from the claim to the first report
+        # (a process, the data, the model) far more than 4 steps of this tiny model; none stopped at 4 has an interval
+        to_first, interval = trial.user_attrs[FIRST_REPORT_ATTR], trial.user_attrs.get(EVALUATION_ATTR)
+        assert (interval is None) == (trial.user_attrs.get("pruned_step") == 4)
+        assert 0 < to_first < 120 and (interval is None or 0 < interval < to_first)
         rungs = sorted(k for k in trial.system_attrs if k.startswith("completed_rung_"))
         assert rungs, "every trial reached the first rung"
     spec = load_study_spec(path)

@@ -7,13 +7,22 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from hpo.storage.stop_rungs import LENGTH_ATTR, StopRungsPruner, surely_ranks
+from hpo.storage.stop_rungs import (
+    EVALUATION_ATTR,
+    FIRST_REPORT_ATTR,
+    LENGTH_ATTR,
+    StopRungsPruner,
+    surely_ranks,
+)
 
 LENGTH = 16  # a report at every step: rungs at 1 (the first), 2, 4, 8, 16; the rung at 1 pairs with step 4
 
 
-def study_with(finished: list[tuple[float, float]], ranked: bool = True) -> optuna.Study:
-    """A maximised study whose finished trials had these (value at step 1, value at step 4)."""
+def study_with(
+    finished: list[tuple[float, float]], ranked: bool = True, start_costs: dict[str, float] | None = None
+) -> optuna.Study:
+    """A maximised study whose finished trials had these (value at step 1, value at step 4), each with these start
+    costs (seconds to its first report, seconds per evaluation; none written unless given)."""
     study = optuna.create_study(
         direction="maximize", pruner=StopRungsPruner(0.0, 2, keep=None if ranked else 3 / 4, ranked=ranked)
     )
@@ -24,7 +33,7 @@ def study_with(finished: list[tuple[float, float]], ranked: bool = True) -> optu
                 state=TrialState.COMPLETE,
                 value=fourth,
                 intermediate_values=values,
-                user_attrs={LENGTH_ATTR: LENGTH},
+                user_attrs={LENGTH_ATTR: LENGTH, **(start_costs or {})},
                 system_attrs={"completed_rung_0": first},
             )
         )
@@ -104,3 +113,21 @@ def test_pairs_come_from_other_trials_at_the_rungs_fraction_of_their_own_length(
 )
 def test_few_pairs_cut_hard_only_when_they_rank_beyond_doubt(pairs, sure):
     assert surely_ranks(pairs) is sure
+
+
+@pytest.mark.parametrize(
+    ("to_first", "interval", "stopped"),
+    [
+        (4.0, 3.0, True),  # the others started for a third of an evaluation: half kept before the pairs come
+        (5.0, 3.0, False),  # for two thirds of one: three quarters, as before
+        (2.0, 0.1, False),  # for 19 (a short tabular trial): three quarters
+    ],
+)
+def test_before_the_pairs_come_half_is_kept_where_trials_start_for_under_half_an_evaluation(
+    to_first, interval, stopped
+):
+    # 3 finished trials (3 pairs: too few for any judgement of the ranks), started for `to_first` seconds to their
+    # first report and `interval` from there to the second; 0.5 is 3rd of 4: inside three quarters (3), outside half (2)
+    costs = {FIRST_REPORT_ATTR: to_first, EVALUATION_ATTR: interval}
+    assert stopped_at_first_rung(study_with(MISLEADS[:3], start_costs=costs), 0.5) is stopped
+    assert not stopped_at_first_rung(study_with(MISLEADS[:3]), 0.5)  # nothing measured: three quarters
