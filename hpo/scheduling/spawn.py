@@ -81,5 +81,12 @@ def start_workers_ahead(
 ) -> StartedAhead:
     """Start this machine's workers now, for the slots the pool will make from the same resources and options."""
     log_dir = worker_log_dir(output_dir)
-    slots = make_slots(resources, gpus=gpus, workers=workers)
-    return StartedAhead({slot.index: (slot, spawn_worker(slot, log_dir)) for slot in slots}, log_dir)
+    started = StartedAhead({}, log_dir)
+    try:
+        for slot in make_slots(resources, gpus=gpus, workers=workers):
+            started.processes[slot.index] = (slot, spawn_worker(slot, log_dir))
+    except BaseException:
+        # A Ctrl-C between two spawns must not leave the first worker behind, importing torch for nobody.
+        started.discard()
+        raise
+    return started
