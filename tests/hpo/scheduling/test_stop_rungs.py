@@ -55,11 +55,15 @@ def test_asha_as_written_stops_trials_at_rungs_from_the_first_evaluation_each_tw
     for trial in found:
         assert trial.user_attrs[LENGTH_ATTR] == 36
         assert not pause.boundaries(trial) and not trial.system_attrs.get(pause.RESUMED_AT)
-        # what it cost to start, for the ranked share (stop_rungs.starts_cheaply): from the claim to the first report
-        # (a process, the data, the model) far more than 4 steps of this tiny model; none stopped at 4 has an interval
+        # what it cost to start, for the ranked share (stop_rungs.starts_cheaply): from the claim to the first report,
+        # then to the second, both within the trial's own run; none stopped at 4 has an interval. (Not which is longer:
+        # in-process on a quiet machine the start is about 1.5 intervals, on a loaded one a slow storage write made
+        # the interval the longer.)
         to_first, interval = trial.user_attrs[FIRST_REPORT_ATTR], trial.user_attrs.get(EVALUATION_ATTR)
         assert (interval is None) == (trial.user_attrs.get("pruned_step") == 4)
-        assert 0 < to_first < 120 and (interval is None or 0 < interval < to_first)
+        ran_for = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        assert 0 < to_first and (interval is None or 0 < interval)
+        assert to_first + (interval or 0) <= ran_for + 0.01
         rungs = sorted(k for k in trial.system_attrs if k.startswith("completed_rung_"))
         assert rungs, "every trial reached the first rung"
     spec = load_study_spec(path)
