@@ -16,6 +16,7 @@ from typing import NamedTuple
 import click
 
 from hpo.errors import HpoError, Interrupted
+from hpo.scheduling import early_interrupt
 
 
 class CommandEntry(NamedTuple):
@@ -79,6 +80,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def entry() -> None:
     """The `hpo` command (console script and `python -m hpo.cli`): `main`, then a quick way out of the process."""
+    early_interrupt.install()
     try:
         main()
     finally:

@@ -36,6 +36,7 @@ from rich.console import Console
 from rich.live import Live
 
 from hpo.errors import HpoError, Interrupted, StoppedWaiting, StorageUnreachable
+from hpo.scheduling import early_interrupt
 from hpo.scheduling.devices import DeviceId
 from hpo.scheduling.gpu_gate import MemoryReader
 from hpo.scheduling.slots import Slot, describe_slots, make_slots
@@ -329,6 +330,8 @@ class _signals_to:
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 self.previous[signum] = signal.signal(signum, self._on_signal)
         self.pool.start()
+        if early_interrupt.was_swallowed():
+            self._on_signal(signal.SIGINT, None)
         return self
 
     def _on_signal(self, signum: int, frame: Any) -> None:

@@ -72,6 +72,7 @@ import torch
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import StoppedWaiting, StorageUnreachable
+from hpo.scheduling import early_interrupt
 from hpo.scheduling.child import (
     ChildResult,
     TrialJob,
@@ -195,6 +196,8 @@ class StopRequests:
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        if early_interrupt.was_swallowed():
+            self._on_signal(signal.SIGINT, None)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         now = time.monotonic()
