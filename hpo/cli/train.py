@@ -17,6 +17,7 @@ from hpo.cli.app import summary
 from hpo.cli.options import out_option, overwrite_option, repeat_command, resume_option, set_option
 from hpo.cli.rank_stop import ELASTIC_SIGNALS, ranks_stop_together, report_stop, under_stopping_launcher
 from hpo.errors import ConfigError, HpoError, Interrupted
+from hpo.scheduling import early_interrupt
 from hpo.spec import RunSpec, load_run_spec
 from hpo.storage import remote
 from hpo.trial.callbacks import on_interrupt
@@ -157,6 +158,7 @@ def train_from_spec(spec: RunSpec, resume: str | None) -> dict[str, Any]:
     stoppable = int(os.environ.get("WORLD_SIZE", "1")) == 1 or under_stopping_launcher()
     previous = signal.signal(signal.SIGINT, on_interrupt) if stoppable and _main_thread() else None
     try:
+        early_interrupt.raise_if_swallowed()
         return run_training(spec, resume=True if resume == "latest" else resume, stoppable=stoppable)
     except RunStopped as stop:
         if under_stopping_launcher():

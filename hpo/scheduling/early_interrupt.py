@@ -30,3 +30,10 @@ def was_swallowed() -> bool:
     global _pressed
     pressed, _pressed = _pressed, False
     return pressed
+
+
+def raise_if_swallowed() -> None:
+    """For code that stops on KeyboardInterrupt itself (`hpo train`, trials run in the command's own process): a press
+    swallowed earlier raises now, where it is handled as a press before any work started."""
+    if was_swallowed():
+        raise KeyboardInterrupt

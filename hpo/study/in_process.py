@@ -15,6 +15,7 @@ import torch
 from optuna.trial import FrozenTrial
 
 from hpo.errors import ConfigError, Interrupted
+from hpo.scheduling import early_interrupt
 from hpo.spec import StudySpec
 from hpo.storage import remote
 from hpo.storage.retention import after_trial
@@ -49,6 +50,7 @@ def run_trials_in_process(
     report: TrialReporter | None = None,
 ) -> None:
     """Run trials one after another in this process until `n_trials` (a total for the study) or `timeout` seconds."""
+    early_interrupt.raise_if_swallowed()  # a press during the imports: no trial started
     deadline = None if timeout is None else time.monotonic() + timeout
     finished_before = finished_numbers(study)
     while n_trials is None or (remaining_trials(study, n_trials) or 0) > 0:
