@@ -59,7 +59,9 @@ part() {  # one part by name, with its own limit
       --big-trials 4 --big-gib "$big_gib" --keep $check
       find /tmp -maxdepth 3 -name hpo.log -path "*packing*" \
         -exec sh -c 'echo "== $1"; grep -iE "error|fail|oom|memory" "$1" | head -8' _ {} \; > "$out/packing-hpo.txt" 2>&1 ;;
-    oom) run oom 130 $python bench/gpu/oom.py --steps 100 $check ;;  # 200 steps: not done in 75 s
+    oom) run oom 130 $python bench/gpu/oom.py --steps 100 $check  # 200 steps: not done in 75 s
+      # the workers' logs: what each slot waited for and when the gate let its trial start
+      for logs in /tmp/gpu-oom-*/out/.hpo/logs; do [ -d "$logs" ] && cp -r "$logs" "$out/oom-logs"; done ;;
     strategies) run strategies 140 $python bench/gpu/strategies.py --setups ddp,fsdp,zero2,zero3 \
       --precisions bf16,fp16 $check ;;
     # 114 tests: 63 % done in 75 s one at a time on an H200

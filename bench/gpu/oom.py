@@ -107,25 +107,41 @@ def describe(trial: FrozenTrial, t0: datetime) -> str:
     )
     alone = " [alone]" if trial.user_attrs.get("oom_retry") else ""
     start, end = (seconds_since(t0, moment) for moment in (trial.datetime_start, trial.datetime_complete))
-    return f"#{trial.number} {trial.state.name}{alone} {start:.1f}-{end:.1f} s{shown}"
+    admitted = on_gpu_from(trial)
+    gate = (
+        f" (on the GPU from {seconds_since(t0, admitted):.1f} s, {trial.user_attrs.get('gpu_admission')})"
+        if admitted is not trial.datetime_start
+        else ""
+    )
+    return f"#{trial.number} {trial.state.name}{alone} {start:.1f}-{end:.1f} s{gate}{shown}"
 
 
 def seconds_since(t0: datetime, moment: datetime | None) -> float:
     return (moment - t0).total_seconds() if moment is not None else float("nan")
 
 
+def on_gpu_from(trial: FrozenTrial) -> datetime | None:
+    """When the GPU gate let the attempt start (`gpu_admitted_at`, the worker's clock as Optuna's naive local time);
+    the storage's start where it was not recorded. The storage's start is the claim: a trial that waits at the gate
+    for the GPU to empty is RUNNING meanwhile without running."""
+    admitted = trial.user_attrs.get("gpu_admitted_at")
+    return datetime.fromtimestamp(float(admitted)) if admitted is not None else trial.datetime_start
+
+
 def overlapping_alone(trials: list[FrozenTrial]) -> list[str]:
-    """Pairs 'a+b' where an attempt that was to run alone (`oom_retry`) ran at the same time as another attempt (by
-    the storage's start and end times): what the GPU gate must never let happen."""
-    timed = [t for t in trials if t.datetime_start is not None and t.datetime_complete is not None]
+    """Pairs 'a+b' where an attempt that was to run alone (`oom_retry`) was on the GPU at the same time as another
+    attempt (from its admission by the GPU gate to its end): what the gate must never let happen."""
+    timed = [
+        (t, on_gpu_from(t), t.datetime_complete)
+        for t in trials
+        if on_gpu_from(t) is not None and t.datetime_complete is not None
+    ]
     return [
         f"{alone.number}+{other.number}"
-        for alone in timed
+        for alone, alone_from, alone_end in timed
         if alone.user_attrs.get("oom_retry")
-        for other in timed
-        if other.number != alone.number
-        and other.datetime_start < alone.datetime_complete
-        and alone.datetime_start < other.datetime_complete
+        for other, other_from, other_end in timed
+        if other.number != alone.number and other_from < alone_end and alone_from < other_end
     ]
 
 

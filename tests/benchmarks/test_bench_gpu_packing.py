@@ -84,6 +84,29 @@ def test_the_oom_report_names_an_alone_retry_that_ran_beside_another_attempt(tmp
     assert "== oom hog: 2 attempt(s), last FAIL, its error one line" in printed
 
 
+def test_the_oom_report_counts_an_attempt_from_its_gpu_admission_not_its_claim(
+    tmp_path: Path, capsys
+) -> None:
+    from oom import NAME, attempts, report  # noqa: PLC0415  (bench/gpu/oom.py: imported where it is exercised)
+
+    database = tmp_path / "study.db"
+    study = optuna.create_study(study_name=NAME, storage=f"sqlite:///{database}")
+    study.add_trial(_profile_trial(0, "steady", TrialState.COMPLETE, 0, 10))
+    study.add_trial(_profile_trial(1, "grower", TrialState.FAIL, 0, 4))
+    # claimed at 4 s, it waited at the gate until the steady trial had left the GPU
+    admission = {"gpu_admitted_at": at(10.5).timestamp(), "gpu_admission": "start: no trial on this GPU"}
+    study.add_trial(_profile_trial(2, "grower", TrialState.COMPLETE, 4, 30, oom_retry=True, **admission))
+    # claimed at 5 s, admitted at 12 s while the alone retry ran: the gate let it in beside it
+    late = {"gpu_admitted_at": at(12).timestamp(), "gpu_admission": "start: expects 40 GiB"}
+    study.add_trial(_profile_trial(3, "steady", TrialState.COMPLETE, 5, 20, **late))
+
+    report(attempts(database), seconds=31.0, code=0)
+
+    printed = capsys.readouterr().out
+    assert "  #2 COMPLETE [alone] 4.0-30.0 s (on the GPU from 10.5 s, start: no trial on this GPU)" in printed
+    assert "== oom alone attempts beside another: 2+3\n" in printed
+
+
 def _profile_trial(number: int, profile: str, state: TrialState, start: float, end: float, **attrs: object):
     trial = _trial(number, state, start, end, **attrs)
     trial.params = {"profile": profile}
