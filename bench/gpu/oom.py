@@ -47,7 +47,11 @@ def study_spec(folder: Path, total_gib: float, steps: int) -> dict:
             "n_trials": len(PROFILES),
             "sampler": {"type": "random", "seed": 0},
             "pruner": {"type": "none"},
-            "enqueue": [{"profile": profile} for profile in PROFILES],
+            # `copy` tells the two steady trials apart: an enqueued point equal to one already queued is skipped
+            "enqueue": [
+                {"profile": profile, "copy": PROFILES[:n].count(profile)}
+                for n, profile in enumerate(PROFILES)
+            ],
         },
         "task": {
             "model_init": "packing_task:profile_init",
@@ -72,7 +76,10 @@ def study_spec(folder: Path, total_gib: float, steps: int) -> dict:
             "bf16": True,
             "disable_tqdm": True,
         },
-        "search_space": {"profile": {"type": "categorical", "choices": ["steady", "grower", "hog"]}},
+        "search_space": {
+            "profile": {"type": "categorical", "choices": ["steady", "grower", "hog"]},
+            "copy": {"type": "int", "low": 0, "high": 1},
+        },
         "resources": {"trials_per_gpu": "auto", "threads_per_trial": 1},
         "tracking": {"store": False},
     }
