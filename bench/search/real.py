@@ -46,6 +46,7 @@ from bench.search import agreement  # noqa: E402
 from bench.search.crosscheck import study_section  # noqa: E402
 from bench.search.figures import QUANTILES, figures_row  # noqa: E402
 from bench.search.methods import HPO_METHOD, Method, methods_for  # noqa: E402
+from bench.search.pace import run_pace  # noqa: E402
 from bench.search.problems import PROBLEMS, Problem  # noqa: E402
 from bench.search.recording import Recording, load  # noqa: E402
 from bench.search.simulate import Costs, Outcome, budget_of, simulate  # noqa: E402
@@ -55,6 +56,8 @@ from hpo.spec import load_study_spec  # noqa: E402
 from hpo.storage.study_db import load_existing_study  # noqa: E402
 from hpo.study import run_study  # noqa: E402
 
+# A run's time limit is the budget at the speed factor times this: its own pace may be slower (real.py judges by it).
+PACE_MARGIN = 1.3
 START_ALLOWANCE_S = (
     8.0  # hpo run's imports, dry run and workers' start, before the first trial: not in the budget
 )
@@ -92,10 +95,9 @@ def write_study(problem: Problem, method: Method, seed: int, folder: Path, budge
     return path
 
 
-def real_outcome(path: Path, window_s: float) -> Outcome:
-    """The run's evaluations as the simulator's Outcome: (seconds since the first trial started, value), and the
-    trials started within `window_s` of the first (the run's time limit has `hpo run`'s start-up allowance on top,
-    which a quick start spends on trials the budget does not count)."""
+def real_outcome(path: Path) -> tuple[Outcome, list[optuna.trial.FrozenTrial], float]:
+    """Run the study; its evaluations as the simulator's Outcome, (seconds since the first trial started, value),
+    with every trial's start in `started_at`; its trials, and the first start (epoch seconds)."""
     run_study(path, dry_run=False)
     spec = load_study_spec(path)
     trials = load_existing_study(spec).get_trials(deepcopy=False)
@@ -103,26 +105,51 @@ def real_outcome(path: Path, window_s: float) -> Outcome:
     first = min(starts.values())
     trace = [(at - first, value) for at, value in sorted(evaluations(spec))]
     outcome = Outcome(trace=trace)
-    outcome.started = [number for number, at in starts.items() if at - first <= window_s]
-    return outcome
+    outcome.started = sorted(at - first for at in starts.values())  # seconds, this machine's
+    return outcome, trials, first
+
+
+def on_recording_clock(outcome: Outcome, scale: float, budget_s: float) -> Outcome:
+    """The run on the recording's clock (its seconds divided by `scale`): evaluations and trials started within the
+    budget (the run's time limit has `hpo run`'s start-up allowance and a margin on top, which a quick start or a
+    fast pace spends on work the budget does not count)."""
+    trace = [(at / scale, value) for at, value in outcome.trace if at / scale <= budget_s]
+    scaled = Outcome(trace=trace)
+    scaled.started = [at / scale for at in outcome.started if at / scale <= budget_s]
+    return scaled
 
 
 def one_seed(
-    recording: Recording, method: Method, seed: int, budget_s: float, factor: float, costs: Costs
+    recording: Recording,
+    method: Method,
+    seed: int,
+    budget_s: float,
+    factor: float,
+    costs: Costs,
+    keep: Path | None = None,
+    by_pace: bool = True,
 ) -> tuple[dict[str, float], dict[str, float]]:
-    folder = Path(tempfile.mkdtemp(prefix="search-real-"))
+    """One real run and its simulation; `keep`: a folder to leave the run's study in (else a temporary one).
+    `by_pace`: the run is put on the recording's clock by its own pace (bench/search/pace.py), else by `factor`."""
+    if keep is not None:
+        folder = keep / f"{re.sub(r'[^A-Za-z0-9]+', '_', method.name).strip('_')}-{seed}"
+        shutil.rmtree(folder, ignore_errors=True)  # a run of the same method and seed before: replaced
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="search-real-"))
+    # Long enough for the budget's work at a pace up to PACE_MARGIN times slower than the factor says.
+    limit_s = budget_s * factor * (PACE_MARGIN if by_pace else 1.0)
     try:
-        real = real_outcome(
-            write_study(recording.problem, method, seed, folder, budget_s * factor), budget_s * factor
-        )
+        real, trials, _ = real_outcome(write_study(recording.problem, method, seed, folder, limit_s))
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    real.trace = [(at / factor, value) for at, value in real.trace]  # in the recording's seconds
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    pace = run_pace(recording, trials, costs.start_s)
+    scale = pace if by_pace and pace else factor
+    real = on_recording_clock(real, scale, budget_s)
     simulated = simulate(recording, method, seed, budget_s=budget_s, costs=costs)
-    return (
-        figures_row(real, recording, budget_s, len(real.started)),
-        figures_row(simulated, recording, budget_s, len(simulated.trials)),
-    )
+    real_row = figures_row(real, recording, budget_s, len(real.started))
+    real_row |= {"factor": round(factor, 4), "pace": round(pace, 4) if pace else None}
+    return real_row, figures_row(simulated, recording, budget_s, len(simulated.trials))
 
 
 def median(values: list[float]) -> float:
@@ -176,6 +203,18 @@ def main() -> None:
         "(bench/search/agreement.py); 0: not",
     )
     parser.add_argument(
+        "--scale",
+        choices=("pace", "factor"),
+        default="pace",
+        help="put each run on the recording's clock by its own pace (default) or by the speed factor measured "
+        "before the runs (real.py before 2026-12-04); the time limit is 1.3x longer with pace",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="leave each run's study (storage, experiment store, logs) in KEEP/<method>-<seed>",
+    )
+    parser.add_argument(
         "--start-s",
         type=float,
         help="the simulated side's per-trial start cost (default: the problem's; crosscheck.py implies one)",
@@ -209,7 +248,9 @@ def main() -> None:
     started = time.time()
     for seed in range(options.first_seed, options.first_seed + options.seeds):
         for method in methods:
-            real, simulated = one_seed(recording, method, seed, budget_s, factor, costs)
+            real, simulated = one_seed(
+                recording, method, seed, budget_s, factor, costs, options.keep, options.scale == "pace"
+            )
             rows[method.name].append((real, simulated))
             print(f"seed {seed} {method.name}: real {real}; simulated {simulated}", flush=True)
     print("\n".join(report(rows, recording)))
