@@ -7,7 +7,9 @@ simulator judges them, with the simulated figures of the same method and seed be
 Each run is the problem's study file with the method's sections (sampler and its seed, pruner or ASHA scheduler, as
 `bench/search/methods.py` builds them for the simulator), the problem's training overrides, its workers, no
 `enqueue:` point (the simulator starts from none either), and a time limit: the problem's wall budget
-(`simulate.budget_of`) plus what `hpo run` takes to start its first trial. Seeds and methods are interleaved (seed 0
+(`simulate.budget_of`) at this machine's speed factor (`speed.py`) with a margin, plus what `hpo run` takes to start
+its first trial. The run is then put on the recording's clock by its own pace (`pace.py`: its trials' seconds over
+the recorded cost of the same work), and what falls past the budget is not counted. Seeds and methods are interleaved (seed 0
 of every method, then seed 1, ...) so that the machine's load falls on all of them alike. Time counts from the first
 trial's start, as the simulated clock does (hpo's own start-up is issue 26's gap, not the search's); every evaluation
 of every trial counts toward the best-so-far, from the experiment store's timestamps. Run it on a quiet machine: the
@@ -238,11 +240,16 @@ def main() -> None:
     costs = Costs.of(recording)
     if options.start_s is not None:
         costs = replace(costs, start_s=options.start_s)
+    by = (
+        f"by each run's own pace (its time limit {PACE_MARGIN}x the budget here)"
+        if options.scale == "pace"
+        else "by the speed factor"
+    )
     print(
-        f"{options.problem}: budget {budget_s:.1f} s of the recording's time, {budget_s * factor:.1f} s here (this "
-        f"machine takes {factor:.2f}x the recorded time), {recording.problem.workers} workers, "
-        f"seeds {options.first_seed}-{options.first_seed + options.seeds - 1}; real times below are in the "
-        f"recording's seconds; simulated with a start cost of {costs.start_s} s a trial"
+        f"{options.problem}: budget {budget_s:.1f} s of the recording's time, {budget_s * factor:.1f} s here by "
+        f"the speed factor (this machine takes {factor:.2f}x the recorded time), {recording.problem.workers} "
+        f"workers, seeds {options.first_seed}-{options.first_seed + options.seeds - 1}; real times below are in "
+        f"the recording's seconds, {by}; simulated with a start cost of {costs.start_s} s a trial"
     )
     rows: dict[str, list[tuple[dict, dict]]] = {m.name: [] for m in methods}
     started = time.time()
