@@ -24,6 +24,7 @@ small.py      studies bounded by their trial count (8, 15, 30 trials), not by ti
 sensitivity.py the rule's pick and the shipped rung beside the peers at the problems' costs and with every overhead scaled
 crosscheck.py a real `hpo run` (one worker, enqueued recorded configurations) against the simulator
 real.py       methods run for real (`hpo run`, 2 workers, a time limit), a few seeds, beside their simulation
+pace.py       a real run's own pace (its trials' seconds over the recorded cost of their work): real.py's clock
 peers.py      the peers that run in their own environments, called per problem
 peer_synetune.py, peer_ray.py   Syne Tune's and Ray Tune's schedulers on the same recordings, in their own environments
 peer_smac.py, peer_dehb.py      SMAC3 with Hyperband and DEHB, on peer_fidelity.py's clock (peer_configspace.py: the space)
