@@ -26,7 +26,7 @@ from pathlib import Path
 import optuna
 import yaml
 from optuna.trial import FrozenTrial
-from packing import CONFIG_ERROR, TASK  # bench/gpu/ is this script's folder
+from packing import CONFIG_ERROR, TASK, on_gpu_from  # bench/gpu/ is this script's folder
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -125,14 +125,6 @@ def describe(trial: FrozenTrial, t0: datetime) -> str:
 
 def seconds_since(t0: datetime, moment: datetime | None) -> float:
     return (moment - t0).total_seconds() if moment is not None else float("nan")
-
-
-def on_gpu_from(trial: FrozenTrial) -> datetime | None:
-    """When the GPU gate let the attempt start (`gpu_admitted_at`, the worker's clock as Optuna's naive local time);
-    the storage's start where it was not recorded. The storage's start is the claim: a trial that waits at the gate
-    for the GPU to empty is RUNNING meanwhile without running."""
-    admitted = trial.user_attrs.get("gpu_admitted_at")
-    return datetime.fromtimestamp(float(admitted)) if admitted is not None else trial.datetime_start
 
 
 def overlapping_alone(trials: list[FrozenTrial]) -> list[str]:

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -139,10 +140,19 @@ def count_trials(outcome: Outcome, database: Path, name: str) -> Outcome:
         first = min(t.datetime_start for t in finished)
         last = max(t.datetime_complete for t in finished)
         outcome.span_s = (last - first).total_seconds()
-    outcome.most_at_once = most_at_once([(t.datetime_start, t.datetime_complete) for t in finished])
+    # on the GPU from the gate's admission: a trial waiting there for room is RUNNING in the storage meanwhile
+    outcome.most_at_once = most_at_once([(on_gpu_from(t), t.datetime_complete) for t in finished])
     peaks = [float(t.user_attrs.get(PEAK_ATTR, 0)) for t in finished]
     outcome.peak_gib = max(peaks, default=0.0) / 2**30
     return outcome
+
+
+def on_gpu_from(trial: Any) -> datetime | None:
+    """When the GPU gate let the attempt start (`gpu_admitted_at`, the worker's clock as Optuna's naive local time);
+    the storage's start where it was not recorded. The storage's start is the claim: a trial that waits at the gate
+    for the GPU to empty is RUNNING meanwhile without running."""
+    admitted = trial.user_attrs.get("gpu_admitted_at")
+    return datetime.fromtimestamp(float(admitted)) if admitted is not None else trial.datetime_start
 
 
 def most_at_once(spans: list[tuple[datetime, datetime]]) -> int:

@@ -112,3 +112,16 @@ def _profile_trial(number: int, profile: str, state: TrialState, start: float, e
     trial.params = {"profile": profile}
     trial.distributions = {"profile": CategoricalDistribution(["steady", "grower", "hog"])}
     return trial
+
+
+def test_trials_waiting_at_the_gate_do_not_count_as_on_the_gpu(tmp_path: Path) -> None:
+    database = tmp_path / "study.db"
+    study = optuna.create_study(study_name="packing-big-auto", storage=f"sqlite:///{database}")
+    study.add_trial(_trial(0, TrialState.COMPLETE, 0, 10, peak_gpu_memory=40 * GiB))
+    study.add_trial(_trial(1, TrialState.COMPLETE, 1, 11, peak_gpu_memory=40 * GiB))
+    # claimed at 2 s beside the two, let onto the GPU at 11 s once trial 1 had left
+    study.add_trial(_trial(2, TrialState.COMPLETE, 2, 20, gpu_admitted_at=at(11).timestamp()))
+
+    outcome = count_trials(Outcome("big", "auto"), database, "packing-big-auto")
+
+    assert outcome.most_at_once == 2
