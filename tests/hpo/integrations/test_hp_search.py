@@ -58,13 +58,15 @@ def accuracy(prediction) -> dict[str, float]:
 class Recorder(TrainerCallback):
     """Counts evaluations; what each instance had seen when a trial began shows whether instances are shared."""
 
-    seen_at_train_begin: list[tuple[int, int]] = []
+    # The instances themselves, not their id(): a trial's instance freed after it ended can leave its address to the
+    # next trial's (CI saw two trials' Recorders share an id); held here, each keeps its own.
+    seen_at_train_begin: list[tuple[Recorder, int]] = []
 
     def __init__(self) -> None:
         self.evaluations = 0
 
     def on_train_begin(self, args, state, control, **kwargs):
-        Recorder.seen_at_train_begin.append((id(self), self.evaluations))
+        Recorder.seen_at_train_begin.append((self, self.evaluations))
 
     def on_evaluate(self, args, state, control, **kwargs):
         self.evaluations += 1
@@ -121,7 +123,7 @@ def test_hyperparameter_search_on_a_transformers_model(tmp_path: Path) -> None:
     assert trainer.args.to_dict() == args_before
     assert recorder.evaluations == 0
     assert early_stopping.early_stopping_patience_counter == 0
-    ids = [instance for instance, _ in Recorder.seen_at_train_begin]
+    ids = [id(instance) for instance, _ in Recorder.seen_at_train_begin]  # all alive: distinct ids
     assert len(ids) == 3 and len(set(ids)) == 3 and id(recorder) not in ids
     assert all(evaluations == 0 for _, evaluations in Recorder.seen_at_train_begin)
 
