@@ -4,36 +4,15 @@ and no checkpoint written. The pool's and the worker's handlers are checked in t
 
 from __future__ import annotations
 
-import gc
-import os
-import signal
-
 import pytest
 import yaml
 from scheduler_support import trials
 from study_task import write_study
+from swallowed_press import press_swallowed, restoring_sigint
 
 from hpo.cli import main
-from hpo.scheduling import early_interrupt
 
-
-@pytest.fixture(autouse=True)
-def sigint_restored():
-    previous = signal.getsignal(signal.SIGINT)
-    yield
-    signal.signal(signal.SIGINT, previous)
-    early_interrupt.was_swallowed()
-
-
-class PressedWhileCollected:
-    def __del__(self) -> None:
-        os.kill(os.getpid(), signal.SIGINT)  # the handler's KeyboardInterrupt is ignored inside __del__
-
-
-def _press_swallowed() -> None:
-    early_interrupt.install()  # as the `hpo` command's entry does
-    PressedWhileCollected()
-    gc.collect()
+sigint_restored = pytest.fixture(autouse=True)(restoring_sigint)
 
 
 def _cli(args: list[str], capsys) -> tuple[int, str]:
@@ -45,7 +24,7 @@ def _cli(args: list[str], capsys) -> tuple[int, str]:
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_run_in_process_stops_before_its_first_trial(tmp_path, capsys):
     path = write_study(tmp_path)
-    _press_swallowed()
+    press_swallowed()
     code, err = _cli(["run", str(path), "--in-process", "--no-dry-run", "--n-trials", "2"], capsys)
     assert code == 130, err
     assert "stopped: nothing was saved: no trial had started; continue with: hpo run" in err
@@ -64,7 +43,7 @@ def test_train_stops_before_training(tmp_path, capsys):
     }
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(run))
-    _press_swallowed()
+    press_swallowed()
     code, err = _cli(["train", str(path)], capsys)
     assert code == 130, err
     assert "stopped before training started: nothing was saved; continue with: hpo train" in err

@@ -4,28 +4,16 @@ Last stop's CI saw `hpo worker` run its study to the end and exit 0 after such a
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 
 import pytest
+from swallowed_press import press_swallowed, restoring_sigint
 
 from hpo.scheduling import early_interrupt
 from hpo.scheduling.worker import StopRequests
 
-
-@pytest.fixture(autouse=True)
-def sigint_restored():
-    previous = signal.getsignal(signal.SIGINT)
-    yield
-    signal.signal(signal.SIGINT, previous)
-    early_interrupt.was_swallowed()
-
-
-class PressedWhileCollected:
-    def __del__(self) -> None:
-        # the handler runs here, inside __del__, where its exception is ignored
-        os.kill(os.getpid(), signal.SIGINT)
+sigint_restored = pytest.fixture(autouse=True)(restoring_sigint)
 
 
 def test_a_press_raises_as_python_does():
@@ -38,9 +26,7 @@ def test_a_press_raises_as_python_does():
 # pytest reports the ignored exception as this warning, where a command's user sees "Exception ignored in: ..."
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_press_swallowed_in_a_finalizer_is_handed_to_the_stop_handler():
-    early_interrupt.install()
-    PressedWhileCollected()
-    gc.collect()  # no KeyboardInterrupt comes out of here: the interpreter ignored it
+    press_swallowed()
     stops = StopRequests()
     stops.install()
     assert stops.level == 1  # checkpoint and stop, as if the press had come after
