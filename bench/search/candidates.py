@@ -271,10 +271,29 @@ def explored_for(problem: Problem) -> list[Method]:
             "hpo: ranked keep 1/3 (sooner when sure; 1/2 until it ranks where screening is cheaper) plain TPE",
             SHIPPED_RANKED | {"cheap_keep": 1 / 2, "cheap_below": 1.5},
         ),
+        # Round 15: what ships, without round 13's early hard cut where a trial's start costs many evaluation
+        # intervals (ranked_keep.py's `dear_above`). Round 13's cut gained where trials start for 1.3-4.5 intervals
+        # and cost on fresh3-friedman2 (7.9: curves that cross) and synth-optim (5.4); fresh-diabetes (10.4) and
+        # fresh3-friedman2, the misses left, are where random search or TPE without stopping lead.
+        *(
+            ranked_plain(
+                f"hpo: ranked keep 1/3 (what ships; not sure where the start is {above}+ intervals) plain TPE",
+                CHEAPER | {"dear_above": above},
+            )
+            for above in (4, 6)
+        ),
+        *(
+            ranked_plain(
+                f"hpo: ranked keep 1/3 (what ships; {label} until it ranks where the start is 6+ intervals) plain TPE",
+                CHEAPER | {"dear_above": 6, "dear_keep": keep},
+            )
+            for label, keep in (("7/8", 7 / 8), ("all", 1.0))
+        ),
     ]
 
 
 SHIPPED_RANKED = {"sure": 1.28}
+CHEAPER = SHIPPED_RANKED | {"cheap_keep": 1 / 2, "cheap_below": 1.5}  # what ships since round 14
 
 
 THIRD_ALWAYS = {"keep": 1 / 3, "high_keep": 1 / 3, "low_keep": 1 / 3}

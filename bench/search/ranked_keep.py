@@ -60,6 +60,8 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         sure: float | None = None,
         cheap_keep: float | None = None,
         cheap_below: float = 2.0,
+        dear_above: float | None = None,
+        dear_keep: float | None = None,
     ) -> None:
         self.keep, self.high_keep, self.low_keep = keep, high_keep, low_keep
         self.high, self.low = high, low
@@ -67,6 +69,7 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         self.inherit = inherit
         self.sure = sure
         self.cheap_keep, self.cheap_below = cheap_keep, cheap_below
+        self.dear_above, self.dear_keep = dear_above, dear_keep
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         length = trial_length(trial)
@@ -80,9 +83,12 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         fraction = rung / length
         others = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
         pairs = self.pairs_at(others, fraction)
-        share = self.share_of(pairs)
+        dear = len(pairs) < self.min_pairs and self.start_is_dear(others)
+        share = self.share_of(pairs, sure=not dear)
         if share == self.keep and len(pairs) < self.min_pairs and self.screening_is_cheap(others):
             share = self.cheap_keep
+        if dear and self.dear_keep is not None and share == self.keep:
+            share = self.dear_keep
         if self.inherit and len(pairs) < self.min_pairs and self.lower_cut(others, first, rung, length):
             share = self.high_keep
         if share >= 1:
@@ -99,12 +105,18 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         share kept before the pairs come is `cheap_keep`, not `keep`."""
         if self.cheap_keep is None:
             return False
-        ratios = [
-            t.user_attrs[FIRST_REPORT_ATTR] / t.user_attrs[EVALUATION_ATTR]
-            for t in others
-            if FIRST_REPORT_ATTR in t.user_attrs and t.user_attrs.get(EVALUATION_ATTR, 0) > 0
-        ]
-        return bool(ratios) and statistics.median(ratios) < self.cheap_below
+        ratio = start_in_intervals(others)
+        return ratio is not None and ratio < self.cheap_below
+
+    def start_is_dear(self, others: list[FrozenTrial]) -> bool:
+        """Round 15's `dear_above`: whether a trial's start and set-up to its first report cost `dear_above` or more
+        evaluation intervals (the median as `screening_is_cheap`). There the few pairs that rank perfectly before
+        `min_pairs` have come are no reason to cut hard (`sure` is not asked), and the share kept before the pairs
+        come is `dear_keep` (when given): a configuration cut early has already cost most of what screening it does."""
+        if self.dear_above is None:
+            return False
+        ratio = start_in_intervals(others)
+        return ratio is not None and ratio >= self.dear_above
 
     def lower_cut(self, others: list[FrozenTrial], first: int, rung: int, length: int) -> bool:
         """Round 12's `inherit`: whether the nearest rung below `rung` that has its pairs cuts hard. Pairs four times
@@ -126,10 +138,11 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
             if (now := at_fraction(t, fraction)) is not None and (then := at_fraction(t, later)) is not None
         ]
 
-    def share_of(self, pairs: list[tuple[float, float]]) -> float:
-        """The share kept at a rung, from how its values rank the others' values further on (`pairs_at`)."""
+    def share_of(self, pairs: list[tuple[float, float]], sure: bool = True) -> float:
+        """The share kept at a rung, from how its values rank the others' values further on (`pairs_at`); with
+        `sure` False, fewer than `min_pairs` pairs never cut hard."""
         if len(pairs) < self.min_pairs:
-            return self.high_keep if self.surely_ranks(pairs) else self.keep
+            return self.high_keep if sure and self.surely_ranks(pairs) else self.keep
         correlation = spearman(pairs)
         if correlation >= self.high:
             return self.high_keep
@@ -146,3 +159,14 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
             return False
         z = math.atanh(min(correlation, SPEARMAN_CAP))
         return math.tanh(z - self.sure * math.sqrt(1.06 / (len(pairs) - 3))) >= self.high
+
+
+def start_in_intervals(trials: list[FrozenTrial]) -> float | None:
+    """The median over `trials` that have reported twice of (seconds from the claim to the first report) / (seconds
+    from the first report to the second); None before any has."""
+    ratios = [
+        t.user_attrs[FIRST_REPORT_ATTR] / t.user_attrs[EVALUATION_ATTR]
+        for t in trials
+        if FIRST_REPORT_ATTR in t.user_attrs and t.user_attrs.get(EVALUATION_ATTR, 0) > 0
+    ]
+    return statistics.median(ratios) if ratios else None

@@ -168,6 +168,27 @@ def _friedman() -> Table:
     return Table(x, y, 0)
 
 
+def _spirals() -> Table:
+    # two interleaved noisy spirals (a turn and a half each) in the plane among six distractor columns, 1,600 rows: a
+    # boundary that only a deep or wide net finds, slow starters that may catch up late
+    rng = np.random.default_rng(21)
+    arm = np.repeat([0, 1], 800)
+    radius = np.sqrt(rng.uniform(size=len(arm))) * 3 * np.pi
+    angle = radius + np.pi * arm
+    plane = np.stack([radius * np.cos(angle), radius * np.sin(angle)], 1) + rng.normal(
+        scale=0.6, size=(len(arm), 2)
+    )
+    return Table(np.hstack([plane, rng.normal(size=(len(arm), 6))]), arm, 2)
+
+
+def _sparse_linear() -> Table:
+    from sklearn.datasets import make_sparse_uncorrelated
+
+    # a linear target in 4 of 12 independent columns with unit noise, 700 rows: 175 eval rows, fast learners ahead
+    x, y = make_sparse_uncorrelated(n_samples=700, n_features=12, random_state=22)
+    return Table(x, y, 0)
+
+
 def _noisy_friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -286,6 +307,20 @@ DATASETS: dict[str, Callable[[], Table]] = {
         random_state=19,
     ),
     "noisy_friedman": _noisy_friedman,  # 20,000 rows, 20 columns of which 5 carry the target, heavy noise
+    # The eighth fresh set (2026-12-04, made after round 15 was stated): spirals, sparse_linear, few_rows.
+    "spirals": _spirals,  # 1,600 rows, 8 columns, 2 classes: two interleaved spirals among distractors
+    "sparse_linear": _sparse_linear,  # 700 rows, 12 columns, a regression: linear in 4 columns, unit noise
+    "few_rows": _classification(  # 500 rows, 20 columns, 3 classes of 2 clusters, 8 % flipped: 125 eval rows
+        n_samples=500,
+        n_features=20,
+        n_informative=6,
+        n_redundant=4,
+        n_classes=3,
+        n_clusters_per_class=2,
+        class_sep=1.0,
+        flip_y=0.08,
+        random_state=23,
+    ),
 }
 
 

@@ -49,4 +49,9 @@ PROBLEMS = [
     # for less than an evaluation interval); recorded densely only (with fresh7-charconst, text.py)
     Problem.from_study("fresh7-widetab", configurations=100, draw_seed=2067, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh7-longreg", configurations=100, draw_seed=2068, fresh=True, data_dir=DENSE),
+    # the eighth fresh set (2026-12-04): made after round 15 was stated, where its candidate acts (trials that start
+    # for six or more evaluation intervals); recorded densely only
+    Problem.from_study("fresh8-spirals", configurations=250, draw_seed=2070, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh8-sparselinear", configurations=250, draw_seed=2071, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh8-fewrows", configurations=250, draw_seed=2072, fresh=True, data_dir=DENSE),
 ]
