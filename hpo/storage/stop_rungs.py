@@ -22,10 +22,12 @@ pairs exist as soon as a few trials have gone four times further, long before an
 RANKED_MIN_PAIRS pairs cut to a third too when they rank beyond doubt (RANKED_SURE: 4-6 pairs in perfect order, 7
 nearly), so that curves that rank from the first evaluation are cut before eight trials have gone four times further.
 Before the pairs come, half rather than three quarters are kept where the study's trials start for under half an
-evaluation interval (RANKED_CHEAP_BELOW: screening a configuration costs about one evaluation there).
+evaluation interval (RANKED_CHEAP_BELOW: screening a configuration costs about one evaluation there), and seven eighths,
+with no early hard cut, where they start for six intervals or more (RANKED_DEAR_ABOVE: stopping a trial at its first
+rungs saves little of what it cost, and a few pairs in perfect order are often chance where curves cross).
 bench/search chose it on 19 recorded problems at 400 seeds (docs/search-rounds.md, "Round 9"; the early cut in "Round
 13", on 28 and then on three problems made after it was stated; the cheap start in "Round 14", on 31 and then on three
-more), equal seed for seed to `bench/search/ranked_keep.py`.
+more; the dear start in "Round 15", on 34 and then on three more), equal seed for seed to `bench/search/ranked_keep.py`.
 
 A trial whose length the storage does not have yet (its write was kept through an outage) is not pruned until it has.
 With `startup_trials` n, no trial is stopped before n trials have completed (what a study that names no pruner gets:
@@ -78,6 +80,12 @@ SPEARMAN_CAP = 0.999  # a perfect ranking's z is infinite: capped, 4 perfect pai
 # interval, every other recorded problem for 1.1 or more). hpo.trial.pruning writes the two times.
 RANKED_CHEAP_KEEP = 1 / 2
 RANKED_CHEAP_BELOW = 1.5
+# Before the pairs come, RANKED_DEAR_KEEP (and no RANKED_SURE cut) where that median is RANKED_DEAR_ABOVE or more: a
+# trial's start (claim, process, data, model) and its first evaluation cost six intervals or more, so a trial stopped
+# at its first rungs has already cost most of what screening it would save (round 15: fresh-diabetes 10.4, the short
+# tabular problems 6-8, where TPE without stopping leads and a few pairs rank by chance where curves cross).
+RANKED_DEAR_KEEP = 7 / 8
+RANKED_DEAR_ABOVE = 6.0
 FIRST_REPORT_ATTR = "seconds_to_first_report"
 EVALUATION_ATTR = "seconds_per_evaluation"
 
@@ -147,9 +155,12 @@ class StopRungsPruner(BasePruner):
             and (then := value_at_fraction(t, later)) is not None
         ]
         if len(pairs) < RANKED_MIN_PAIRS:
+            start = start_in_intervals(trials, view)
+            if start is not None and start >= RANKED_DEAR_ABOVE:
+                return RANKED_DEAR_KEEP
             if surely_ranks(pairs):
                 return RANKED_KEEP_HIGH
-            return RANKED_CHEAP_KEEP if starts_cheaply(trials, view) else RANKED_KEEP
+            return RANKED_CHEAP_KEEP if start is not None and start < RANKED_CHEAP_BELOW else RANKED_KEEP
         correlation = spearman(pairs)
         if correlation >= RANKED_HIGH:
             return RANKED_KEEP_HIGH
@@ -197,9 +208,10 @@ def surely_ranks(pairs: list[tuple[float, float]]) -> bool:
     return math.tanh(z - RANKED_SURE * math.sqrt(1.06 / (len(pairs) - 3))) >= RANKED_HIGH
 
 
-def starts_cheaply(trials: list[FrozenTrial], view: FrozenTrial) -> bool:
-    """Whether the other trials that have reported twice start, in their median, for under RANKED_CHEAP_BELOW
-    evaluation intervals to their first report (module docstring); False before any has."""
+def start_in_intervals(trials: list[FrozenTrial], view: FrozenTrial) -> float | None:
+    """What it costs the study's other trials to start, in evaluation intervals: the median over those that have
+    reported twice of (seconds from the claim to the first report) / (seconds from the first report to the second);
+    None before any has (module docstring: RANKED_CHEAP_BELOW, RANKED_DEAR_ABOVE)."""
     ratios = [
         t.user_attrs[FIRST_REPORT_ATTR] / t.user_attrs[EVALUATION_ATTR]
         for t in trials
@@ -208,7 +220,7 @@ def starts_cheaply(trials: list[FrozenTrial], view: FrozenTrial) -> bool:
         and isinstance(t.user_attrs.get(EVALUATION_ATTR), int | float)
         and t.user_attrs[EVALUATION_ATTR] > 0
     ]
-    return bool(ratios) and statistics.median(ratios) < RANKED_CHEAP_BELOW
+    return statistics.median(ratios) if ratios else None
 
 
 def step_at_fraction(trial: FrozenTrial, fraction: float) -> int | None:

@@ -16,7 +16,7 @@ from bench.search import heldout, report, sensitivity
 from bench.search.candidates import CURRENT, EXPLORED, PROMOTION_RUNG, at_evaluation, candidates_for
 from bench.search.figures import RunFigures, regret_area
 from bench.search.methods import NO_PRUNER_NAMED, SHIPPED
-from bench.search.problems import PROBLEMS, RECORDED, ROOT
+from bench.search.problems import DATA, PROBLEMS, RECORDED, ROOT
 from bench.search.recording import load
 from bench.search.simulate import budget_of, simulate
 from bench.search.suite import methods_of, recorded
@@ -114,8 +114,9 @@ def test_every_candidate_pauses_only_where_the_problem_records_an_evaluation(nam
 
 # Round 9's pick of the held-out rule at 400 seeds on all 19 problems (docs/search-rounds.md "Round 9"), with round 13's
 # early cut where few pairs rank beyond doubt (judged on 28 problems, then on the sixth fresh set: "Round 13") and
-# round 14's half kept before the pairs come where trials start for under half an evaluation (31, then the seventh).
-PICK = "hpo: ranked keep 1/3 (sooner when sure; 1/2 until it ranks where screening is cheaper) plain TPE"
+# round 14's half kept before the pairs come where trials start for under half an evaluation (31, then the seventh)
+# and round 15's seven eighths, with no early hard cut, where they start for six intervals or more (34, then the eighth).
+PICK = "hpo: ranked keep 1/3 (what ships; 7/8 until it ranks where the start is 6+ intervals) plain TPE"
 
 
 # Every problem, the fresh ones too; minilm-lora's study gives its length in epochs (its rungs come from the length
@@ -134,6 +135,42 @@ def test_asha_as_written_runs_the_held_out_pick_seed_for_seed(name):
         pick = simulate(recording, methods[PICK], seed, budget_s=budget_of(recording))
         assert shipped.trace == pick.trace
         assert [t.done for t in shipped.trials] == [t.done for t in pick.trials]
+
+
+# Round 15's candidate differs from round 14's pick only where a study's trials start, in their median, for
+# RANKED_DEAR_ABOVE (6) evaluation intervals or more. On a problem where no recorded configuration does, no median
+# does, so its round 15 selection took what ships' runs as the candidate's (docs/search-rounds.md, "Round 15").
+ROUND_14_PICK = (
+    "hpo: ranked keep 1/3 (sooner when sure; 1/2 until it ranks where screening is cheaper) plain TPE"
+)
+ROUND_15_CANDIDATE = (
+    "hpo: ranked keep 1/3 (what ships; 7/8 until it ranks where the start is 6+ intervals) plain TPE"
+)
+NEVER_DEAR = [
+    "charlm",
+    "fresh3-charsource",
+    "fresh4-chardocs",
+    "fresh5-charnames",
+    "fresh6-chartorch",
+    "fresh7-charconst",
+    "fresh7-longreg",
+    "fresh7-widetab",
+    "minilm-lora",
+]
+
+
+@pytest.mark.parametrize("name", NEVER_DEAR)
+def test_round_15s_candidate_is_round_14s_pick_where_no_configuration_starts_dearly(name):
+    recording = load(PROBLEMS[name], DATA / "dense" / f"{name}.json.gz")  # the suite's recordings
+    start = max(0.2, recording.problem.start_s)  # the suite's 0.20 s, or more
+    dearest = max((start + c.setup_s + c.segment_s[0]) / c.segment_s[1] for c in recording.curves)
+    assert dearest < 6
+    methods = methods_of(name)
+    for seed in (0, 1):
+        candidate = simulate(recording, methods[ROUND_15_CANDIDATE], seed, budget_s=budget_of(recording))
+        pick = simulate(recording, methods[ROUND_14_PICK], seed, budget_s=budget_of(recording))
+        assert candidate.trace == pick.trace
+        assert [t.done for t in candidate.trials] == [t.done for t in pick.trials]
 
 
 @pytest.mark.parametrize("name", ["digits", "minilm-lora", "synth-noisy"])
@@ -249,10 +286,11 @@ def test_the_suite_never_reads_the_fresh_set_and_the_fresh_run_reads_only_it():
     fifth_set = {"fresh5-charnames", "fresh5-imbalanced", "fresh5-scurve"}  # after round 12 was stated
     sixth_set = {"fresh6-chartorch", "fresh6-noisylabels", "fresh6-sparse"}  # after round 13's selection
     seventh_set = {"fresh7-widetab", "fresh7-longreg", "fresh7-charconst"}  # after round 14 was stated
-    recorded_sets = first_set | second_set | third_set | fourth_set | fifth_set | sixth_set
-    # the seventh set is made, recorded one problem at a time: in the fresh runs once its recording exists
-    assert recorded_sets <= set(fresh_names) <= recorded_sets | seventh_set
-    assert {name for name, problem in PROBLEMS.items() if problem.fresh} == recorded_sets | seventh_set
+    eighth_set = {"fresh8-spirals", "fresh8-sparselinear", "fresh8-fewrows"}  # after round 15 was stated
+    recorded_sets = first_set | second_set | third_set | fourth_set | fifth_set | sixth_set | seventh_set
+    # the eighth set is made, recorded one problem at a time: in the fresh runs once its recording exists
+    assert recorded_sets <= set(fresh_names) <= recorded_sets | eighth_set
+    assert {name for name, problem in PROBLEMS.items() if problem.fresh} == recorded_sets | eighth_set
     assert not set(suite_names) & set(fresh_names)
     assert len(suite_names) == 13 and all(not PROBLEMS[name].fresh for name in suite_names)
 

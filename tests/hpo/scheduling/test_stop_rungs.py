@@ -55,7 +55,7 @@ def test_asha_as_written_stops_trials_at_rungs_from_the_first_evaluation_each_tw
     for trial in found:
         assert trial.user_attrs[LENGTH_ATTR] == 36
         assert not pause.boundaries(trial) and not trial.system_attrs.get(pause.RESUMED_AT)
-        # what it cost to start, for the ranked share (stop_rungs.starts_cheaply): from the claim to the first report,
+        # what it cost to start, for the ranked share (stop_rungs.start_in_intervals): from the claim to the first report,
         # then to the second, both within the trial's own run; none stopped at 4 has an interval. (Not which is longer:
         # in-process on a quiet machine the start is about 1.5 intervals, on a loaded one a slow storage write made
         # the interval the longer.)
@@ -170,6 +170,31 @@ def test_a_rung_keeps_the_share_it_is_given_apart_from_its_spacing(keep, expecte
         study.tell(trial, *((None, TrialState.PRUNED) if decisions[-1] else (value, TrialState.COMPLETE)))
     assert decisions == expected
     assert [t.system_attrs["completed_rung_0"] for t in study.trials] == [0.8, 0.5, 0.7, 0.6, 0.9, 0.65]
+
+
+@pytest.mark.parametrize(
+    ("start", "value", "stopped"),
+    [
+        (3.0, 0.35, True),  # an ordinary start: 5 pairs in perfect order cut to a third (2 of 6 go on)
+        (8.0, 0.35, False),  # a dear start: seven eighths kept (5 of 6), the few pairs not trusted
+        (8.0, 0.05, True),  # the worst of 6 stops all the same
+    ],
+)
+def test_where_trials_start_dearly_a_rung_keeps_seven_eighths_and_takes_no_early_hard_cut(
+    start, value, stopped
+):
+    # Five trials whose values at the first rung (step 10) rank their values four times further on (step 40)
+    # perfectly: fewer pairs than the plain rule needs (8) but beyond doubt, so the rung cuts to a third (RANKED_SURE).
+    # Where each trial took 8 evaluation intervals from its claim to its first report (RANKED_DEAR_ABOVE 6: a short
+    # trial on a small table), stopping at the first rung saves little of what it cost and a few pairs in order are
+    # often chance: seven eighths go on (bench/search round 15).
+    study = optuna.create_study(direction="maximize", pruner=StopRungsPruner(0.0, 2, ranked=True))
+    timing = {FIRST_REPORT_ATTR: start, EVALUATION_ATTR: 1.0}
+    for early in (0.1, 0.2, 0.3, 0.4, 0.5):
+        trial = _asked(study, {10: early, 40: early + 0.3}, ask_at=[10, 40], **timing)
+        study.tell(trial, early + 0.3)
+    sixth = _asked(study, {10: value}, ask_at=[], **timing)
+    assert sixth.should_prune() is stopped
 
 
 def test_the_first_rung_at_fraction_zero_is_each_trials_first_evaluation():
