@@ -173,6 +173,17 @@ def raise_start_costs(start_s: float) -> None:
         PROBLEMS[name] = dataclasses.replace(problem, start_s=max(problem.start_s, start_s))
 
 
+def charge_reports(report_s: float, start_inside_s: float | None, between_s: float) -> None:
+    """Every problem's report cost and per-trial start as trial_costs.py measures a real trial's (simulate.Costs):
+    `start_inside_s` after the claim and `between_s` before it make the start. For simulate.py's methods only: the
+    peers' own simulators do not charge reports."""
+    for name, problem in PROBLEMS.items():
+        start = problem.start_s if start_inside_s is None else start_inside_s + between_s
+        PROBLEMS[name] = dataclasses.replace(
+            problem, start_s=start, report_s=report_s, start_inside_s=start_inside_s
+        )
+
+
 def use_recordings_in(folder: Path) -> None:
     """Every problem's recording read from `folder` (same file names), for the peers' runs too (they read the
     problem's data_file): a denser recording of the same draws (record.py --configurations) replays there."""
@@ -219,6 +230,19 @@ def main() -> None:
         help="every problem's per-trial start cost at least this (seconds; crosscheck.py's median: 0.20)",
     )
     parser.add_argument(
+        "--report-s",
+        type=float,
+        default=0.0,
+        help="charge each report of a method that stops trials this (seconds; trial_costs.py measures it), and "
+        "with --start-inside-s only that much of the start after the claim; simulate.py's methods only",
+    )
+    parser.add_argument(
+        "--start-inside-s",
+        type=float,
+        help="a trial's start after its claim (s); with --between-s, the start before it, the whole start",
+    )
+    parser.add_argument("--between-s", type=float, default=0.0, help="with --start-inside-s (s)")
+    parser.add_argument(
         "--data-dir",
         type=Path,
         help="read the recordings from this folder instead of bench/search/data (e.g. bench/search/data/dense; "
@@ -234,6 +258,7 @@ def main() -> None:
             ("--overhead-scale", options.overhead_scale != 1.0),
             ("--start-s", bool(options.start_s)),
             ("--data-dir", options.data_dir is not None),
+            ("--report-s", bool(options.report_s) or options.start_inside_s is not None),
         )
         if given
     ]
@@ -243,6 +268,16 @@ def main() -> None:
         scale_overheads(options.overhead_scale)
     if options.start_s:
         raise_start_costs(options.start_s)
+    if options.report_s or options.start_inside_s is not None:
+        if options.synetune_python or options.ray_python or options.smac_python:
+            parser.error(
+                "--report-s, --start-inside-s: the peers' own simulators do not charge them; run them apart"
+            )
+        if options.start_s and options.start_inside_s is not None:
+            parser.error(
+                "--start-s with --start-inside-s: give the start as --start-inside-s and --between-s"
+            )
+        charge_reports(options.report_s, options.start_inside_s, options.between_s)
     if options.data_dir:
         if not options.data_dir.is_dir():
             parser.error(f"--data-dir: {options.data_dir} is not a folder of recordings")

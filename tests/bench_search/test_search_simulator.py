@@ -176,3 +176,26 @@ def test_a_reported_trial_writes_its_time_to_its_first_report_and_its_evaluation
             assert attrs[EVALUATION_ATTR] == pytest.approx(curve.segment_s[1])
         else:
             assert EVALUATION_ATTR not in attrs
+
+
+def test_with_report_costs_a_trial_writes_what_a_real_trial_writes_and_pays_each_report(recording):
+    # trial_costs.py's model: only start_inside_s of the start falls after the claim, and each report of a method
+    # that stops trials costs report_s inside the interval a real trial measures, and on the worker's clock
+    costs = Costs(start_s=0.3, pause_s=0.0, resume_s=0.0, report_s=0.05, start_inside_s=0.1)
+    candidate = Method(
+        "round 14", "study", ranked_keep={"high_keep": 1 / 3, "sure": 1.28, "cheap_keep": 1 / 2}
+    )
+    outcome = simulate(recording, candidate, 2, budget_s=30.0, costs=costs)
+    assert len(outcome.trials) > 8
+    for trial in (t for t in outcome.trials if t.done >= 2):
+        attrs = trial.trial.study._storage.get_trial(trial_id(trial.trial)).user_attrs  # noqa: SLF001
+        curve = recording.curves[trial.config]
+        assert attrs[FIRST_REPORT_ATTR] == pytest.approx(0.1 + curve.setup_s + curve.segment_s[0])
+        assert attrs[EVALUATION_ATTR] == pytest.approx(curve.segment_s[1] + 0.05)
+    # one worker, every trial to its end: each report adds to the wall, a method without a pruner reports nothing
+    stopping = Method("no stop, reported", "study", pruner={"type": "none"})
+    for name, reports in ((stopping, len(recording.steps)), (method(recording, "random"), 0)):
+        run = simulate(recording, name, 0, workers=1, budget_s=1e9, n_trials=4, costs=costs)
+        curves = [recording.curves[c] for c in run.started]
+        expected = sum(c.setup_s + sum(c.segment_s) + 0.3 + 0.05 * reports for c in curves)
+        assert run.end_s == pytest.approx(expected)

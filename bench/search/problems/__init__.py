@@ -43,6 +43,10 @@ class Problem:
     start_s: float = (
         0.086  # a new trial: claim to the first step (fork, model, data), beyond the recorded set-up
     )
+    # A stop-type method's report (storage write, pruner's call) and the part of start_s after the claim: charged
+    # when given (suite.py --report-s, --start-inside-s; bench/search/trial_costs.py measures both), else 0 and all.
+    report_s: float = 0.0
+    start_inside_s: float | None = None
     # Keys that replace the study file's training section in the recording (and in a real run of the problem, with
     # --set): a denser evaluation than the file's, so that a pruner or a rung has more points to act at.
     training: dict[str, Any] = field(default_factory=dict)
