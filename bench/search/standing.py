@@ -4,6 +4,7 @@ on (several run folders merged), each method against the best of the *others* at
     python bench/search/standing.py --runs runs/r11/all runs/r11/fresh4      # the 25 problems (docs/search-rounds.md)
     python bench/search/standing.py --runs runs/r11/all runs/r11/fresh4 --problems fresh3-charsource,...  # some
     python bench/search/standing.py --runs runs/standing runs/r13/fresh5 runs/r13/select --candidate NAME
+    python bench/search/standing.py --runs runs/r21/measured --candidate NAME --peers "random,TPE,TPE + SH"  # fewer
 
 Why: the bar (no problem later than 1.2x the best peer's median time to q95) is a bar against the best of six on
 each problem, a different peer on each. Whether any method meets it on this suite says whether missing it is a
@@ -137,7 +138,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--candidate",
-        help="a candidate's name (candidates.py): judged in what ships' place, against the same six peers",
+        help="a candidate's name (candidates.py): judged in what ships' place, against the same peers",
+    )
+    parser.add_argument(
+        "--peers",
+        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        default=list(PEERS),
+        help=f"comma-separated: the peers judged against (default: {','.join(PEERS)}); fewer where the others did "
+        "not run (a suite run on costs their simulators do not charge, suite.py --report-s)",
     )
     parser.add_argument("--out", type=Path)
     options = parser.parse_args()
@@ -151,7 +159,7 @@ def main() -> None:
         if unknown := [name for name in options.problems if name not in table]:
             parser.error(f"--problems: no runs of {', '.join(unknown)} in --runs")
         table = {name: table[name] for name in options.problems}
-    methods = [options.candidate or SHIPPED, *PEERS]
+    methods = [options.candidate or SHIPPED, *options.peers]
     if missing := missing_methods(table, methods):
         parser.error(f"--runs: these did not run: {'; '.join(missing[:5])}; run suite.py with them first")
     text = "\n".join(summary_lines(table, budgets, scales, methods))

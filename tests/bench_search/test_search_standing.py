@@ -119,3 +119,21 @@ def test_runs_of_one_problem_on_two_budgets_are_refused_in_one_line(tmp_path):
     assert done.stderr.splitlines()[-1].startswith(
         "standing.py: error: --runs: p1: runs on two budgets (100 s and 250 s"
     )
+
+
+def test_fewer_peers_judge_where_the_others_did_not_run(tmp_path):
+    # a suite run at the measured costs runs only simulate.py's methods: the peers named are the ones judged against
+    write(
+        tmp_path,
+        "p1",
+        {SHIPPED: 15.0, "TPE": 10.0, "random": 12.0},
+        dict.fromkeys((SHIPPED, "TPE", "random"), 0.75),
+    )
+    refused = standing("--runs", str(tmp_path))
+    assert refused.returncode == 2 and "Ray Tune ASHA on p1" in refused.stderr
+    done = standing("--runs", str(tmp_path), "--peers", "TPE,random")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith(
+        "Over 1 problems, each method against the best of the other 2"
+    )
+    assert "| p1 | **1.50** | 0.83 | 1.20 |" in done.stdout
