@@ -142,7 +142,10 @@ def real_files(paths: list[Path], renamed: dict[str, str]) -> list[dict[str, lis
     method that file's runs ran under a name that has moved since (what ships, from one round to the next)."""
     return [
         {
-            renamed.get(f"{path}:{method}", method): [{k: float(v) for k, v in r.items()} for r, _ in pairs]
+            # a run without reports has no pace (None): only its figures count here
+            renamed.get(f"{path}:{method}", method): [
+                {k: float(v) for k, v in r.items() if v is not None} for r, _ in pairs
+            ]
             for method, pairs in json.loads(path.read_text()).items()
         }
         for path in paths
