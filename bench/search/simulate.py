@@ -18,7 +18,8 @@ recorded value at that step is reported and the method decides, with the decisio
   `promote_underfilled` and the multi-fidelity TPE are the method's (`Method.underfilled`, `.multi_fidelity`).
 A worker that frees starts the next piece of work at once: a new configuration costs `start_s` plus its recorded
 set-up; a pause costs `pause_s` before the worker is free; a resume costs `resume_s` (which includes set-up). A
-stop-type method's report costs `report_s` (0 unless given: the storage write and the pruner's call), and only
+stop-type method's report costs `report_s` (0 unless given: the storage write and the pruner's call), a checkpoint at
+a trial's new best `save_s` whatever the method (0 unless given), and only
 `start_inside_s` of the start falls between a trial's claim and its first report when given (the rest before the
 claim), so that the start a simulated trial writes for round 14/15's rule is what a real trial writes.
 Samplers ask on one in-memory storage, one Optuna study object per worker, each seeded apart as hpo's workers are, so
@@ -56,6 +57,9 @@ class Costs:
     # Each report of a method that stops trials: the storage write and the pruner's call, inside the interval a real
     # trial measures (bench/search/trial_costs.py: 0.02 s on the short tabular problems). 0: none charged.
     report_s: float = 0.0
+    # Each checkpoint `save_strategy: best` writes (at an evaluation that improves the trial's best), any method: the
+    # recordings were made without checkpoints (record.py). 0: none charged.
+    save_s: float = 0.0
     # The part of start_s between the trial's claim and its first step, which a real trial's start measure sees
     # (seconds_to_first_report); the rest is spent before the claim (the outcome, the next ask). None: all of it.
     start_inside_s: float | None = None
@@ -63,7 +67,7 @@ class Costs:
     @classmethod
     def of(cls, recording: Recording) -> Costs:
         p = recording.problem
-        return cls(p.start_s, p.pause_s, p.resume_s, p.report_s, p.start_inside_s)
+        return cls(p.start_s, p.pause_s, p.resume_s, p.report_s, p.save_s, p.start_inside_s)
 
     @property
     def start_outside_s(self) -> float:
@@ -267,9 +271,13 @@ class Simulation:
         value = self.rec.curves[sim.config].values[sim.done]
         sim.done += 1
         sim.last = value
-        if sim.best is None or self.rec.better(value, sim.best):
+        improved = sim.best is None or self.rec.better(value, sim.best)
+        if improved:
             sim.best = value
         self.out.trace.append((at, value))
+        # `save_strategy: best` writes a checkpoint at each new best, after the evaluation's callbacks (the report),
+        # whatever the method
+        saved = self.costs.save_s if improved else 0.0
         sim.evaluated_at.append(at)
         last = sim.done == len(self.rec.steps)
         if self.method.stops:
@@ -281,11 +289,13 @@ class Simulation:
             elif sim.done == 2 and not sim.resumes:
                 sim.trial.set_user_attr(EVALUATION_ATTR, at - sim.evaluated_at[0])
             sim.trial.report(value, step)
-            at += self.costs.report_s  # the write and the pruner's call, before the trial goes on or ends
+            at += self.costs.report_s + saved  # the write and the pruner's call, then the checkpoint
+            saved = 0.0
             if sim.trial.should_prune():
                 self.tell(sim, TrialState.PRUNED, value, at)
                 self.free(worker, at)
                 return
+        at += saved
         if last:
             score = sim.best if self.rec.objective == "best" else value
             self.tell(sim, TrialState.COMPLETE, score, at)

@@ -173,11 +173,13 @@ def raise_start_costs(start_s: float) -> None:
         PROBLEMS[name] = dataclasses.replace(problem, start_s=max(problem.start_s, start_s))
 
 
-def charge_reports(report_s: float, start_inside_s: float | None, between_s: float) -> None:
-    """Every problem's report cost and per-trial start as trial_costs.py measures a real trial's (simulate.Costs):
-    `start_inside_s` after the claim and `between_s` before it make the start; a problem that measured a dearer
-    start of its own (minilm-lora loads a pretrained model: 0.255 s) keeps it, `between_s` of it before the claim.
-    For simulate.py's methods only: the peers' own simulators do not charge reports."""
+def charge_reports(
+    report_s: float, start_inside_s: float | None, between_s: float, save_s: float = 0.0
+) -> None:
+    """Every problem's report and checkpoint costs and per-trial start as trial_costs.py measures a real trial's
+    (simulate.Costs): `start_inside_s` after the claim and `between_s` before it make the start; a problem that
+    measured a dearer start of its own (minilm-lora loads a pretrained model: 0.255 s) keeps it, `between_s` of it
+    before the claim. For simulate.py's methods only: the peers' own simulators charge neither."""
     usual = Problem.__dataclass_fields__[
         "start_s"
     ].default  # what digits measured, the tabular problems' start
@@ -186,7 +188,9 @@ def charge_reports(report_s: float, start_inside_s: float | None, between_s: flo
         if start_inside_s is not None:
             start = start if start > usual else start_inside_s + between_s
         inside = None if start_inside_s is None else start - between_s
-        PROBLEMS[name] = dataclasses.replace(problem, start_s=start, report_s=report_s, start_inside_s=inside)
+        PROBLEMS[name] = dataclasses.replace(
+            problem, start_s=start, report_s=report_s, save_s=save_s, start_inside_s=inside
+        )
 
 
 def use_recordings_in(folder: Path) -> None:
@@ -248,6 +252,12 @@ def main() -> None:
     )
     parser.add_argument("--between-s", type=float, default=0.0, help="with --start-inside-s (s)")
     parser.add_argument(
+        "--save-s",
+        type=float,
+        default=0.0,
+        help="charge each checkpoint at a trial's new best this, any method (seconds; save_strategy: best)",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         help="read the recordings from this folder instead of bench/search/data (e.g. bench/search/data/dense; "
@@ -263,7 +273,10 @@ def main() -> None:
             ("--overhead-scale", options.overhead_scale != 1.0),
             ("--start-s", bool(options.start_s)),
             ("--data-dir", options.data_dir is not None),
-            ("--report-s", bool(options.report_s) or options.start_inside_s is not None),
+            (
+                "--report-s",
+                bool(options.report_s) or options.start_inside_s is not None or bool(options.save_s),
+            ),
         )
         if given
     ]
@@ -273,7 +286,7 @@ def main() -> None:
         scale_overheads(options.overhead_scale)
     if options.start_s:
         raise_start_costs(options.start_s)
-    if options.report_s or options.start_inside_s is not None:
+    if options.report_s or options.start_inside_s is not None or options.save_s:
         if options.synetune_python or options.ray_python or options.smac_python:
             parser.error(
                 "--report-s, --start-inside-s: the peers' own simulators do not charge them; run them apart"
@@ -282,7 +295,7 @@ def main() -> None:
             parser.error(
                 "--start-s with --start-inside-s: give the start as --start-inside-s and --between-s"
             )
-        charge_reports(options.report_s, options.start_inside_s, options.between_s)
+        charge_reports(options.report_s, options.start_inside_s, options.between_s, options.save_s)
     if options.data_dir:
         if not options.data_dir.is_dir():
             parser.error(f"--data-dir: {options.data_dir} is not a folder of recordings")

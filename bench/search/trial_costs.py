@@ -1,9 +1,12 @@
 """What a real `hpo run` trial costs beyond its recorded compute, in the three places the simulator could charge it:
 inside the trial's measured start (its claim to its first report, less the recorded set-up and first segment), at
-each report (an evaluation interval less the recorded segment: the storage write and the pruner's call), and between
+each report (an evaluation interval less the recorded segment: the storage write and the pruner's call, and the
+checkpoint `save_strategy: best` writes when the evaluation is a new best, which a method without a pruner pays too;
+`--save-strategy no` leaves it out), and between
 trials (one trial's outcome to the next one's claim, with one worker: the process's exit, the sampler's ask).
 
     python bench/search/trial_costs.py --problem fresh-diabetes --trials 12      # about a minute on 2 cores
+    python bench/search/trial_costs.py --problem digits --save-strategy no      # a report without its checkpoint
 
 Recorded configurations are enqueued (crosscheck.py's study, `scheduler: {type: asha}` as written, one worker), so
 each real trial replays a recorded one and its recorded seconds are known; real seconds are divided by this machine's
@@ -24,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 import optuna
+import yaml
 from optuna.trial import FrozenTrial
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -42,9 +46,15 @@ from hpo.study import run_study  # noqa: E402
 METHOD = "hpo: asha as written"  # reports every evaluation, as what ships does
 
 
-def real_trials(recording: Recording, points: list[dict], folder: Path) -> list[FrozenTrial]:
+def real_trials(
+    recording: Recording, points: list[dict], folder: Path, save_strategy: str | None = None
+) -> list[FrozenTrial]:
     method = next(m for m in methods_for(recording.problem) if m.name == METHOD)
     path = write_study(recording.problem, method, folder, points)
+    if save_strategy is not None:  # the study's own otherwise (`best` on every recorded problem)
+        data = yaml.safe_load(path.read_text())
+        data["training"]["save_strategy"] = save_strategy
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
     run_study(path, workers=1, dry_run=False)
     trials = load_existing_study(load_study_spec(path)).get_trials(deepcopy=False)
     return sorted(trials, key=lambda t: t.number)
@@ -81,6 +91,11 @@ def main() -> None:
     parser.add_argument(
         "--start-s", type=float, default=0.2, help="the simulator's per-trial start (suite.py's)"
     )
+    parser.add_argument(
+        "--save-strategy",
+        help="the trials' save_strategy instead of the study's (`no`: a report's cost without the checkpoint a "
+        "new best writes under `best`)",
+    )
     options = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     recording = load(PROBLEMS[options.problem])
@@ -88,7 +103,8 @@ def main() -> None:
     factor = speed_factor(recording)
     folder = Path(tempfile.mkdtemp(prefix="search-trial-costs-"))
     try:
-        trials = real_trials(recording, [recording.curves[i].params for i in chosen], folder)
+        points = [recording.curves[i].params for i in chosen]
+        trials = real_trials(recording, points, folder, options.save_strategy)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     costs = costs_of(recording, trials, factor)

@@ -199,3 +199,23 @@ def test_with_report_costs_a_trial_writes_what_a_real_trial_writes_and_pays_each
         curves = [recording.curves[c] for c in run.started]
         expected = sum(c.setup_s + sum(c.segment_s) + 0.3 + 0.05 * reports for c in curves)
         assert run.end_s == pytest.approx(expected)
+
+
+def test_every_method_pays_a_checkpoint_at_each_new_best_of_a_trial(recording):
+    # save_strategy: best (every recorded problem's study): a checkpoint at each evaluation that improves the trial's
+    # best, with or without a pruner; the recordings hold none (record.py trains with save_strategy: no)
+    costs = Costs(start_s=0.3, pause_s=0.0, resume_s=0.0, save_s=0.04)
+
+    def new_bests(values: tuple[float, ...]) -> int:
+        best, count = None, 0
+        for value in values:
+            if best is None or recording.better(value, best):
+                best, count = value, count + 1
+        return count
+
+    for name in (Method("reported", "study", pruner={"type": "none"}), method(recording, "random")):
+        run = simulate(recording, name, 0, workers=1, budget_s=1e9, n_trials=4, costs=costs)
+        curves = [recording.curves[c] for c in run.started]
+        assert all(new_bests(c.values) >= 2 for c in curves)
+        expected = sum(c.setup_s + sum(c.segment_s) + 0.3 + 0.04 * new_bests(c.values) for c in curves)
+        assert run.end_s == pytest.approx(expected)

@@ -382,14 +382,14 @@ def test_the_interval_report_needs_only_what_ships_and_some_peers(tmp_path):
 
 
 def test_the_measured_costs_give_every_problem_the_measured_start_unless_its_own_is_dearer(monkeypatch):
-    # suite.py --report-s 0.021 --start-inside-s 0.032 --between-s 0.012 (trial_costs.py's figures): the tabular and
-    # character problems start for 0.044 s, 0.032 s of it after the claim; minilm-lora loads a pretrained model and
-    # keeps its own 0.255 s; every problem pays 0.021 s a report
+    # suite.py --report-s 0.010 --save-s 0.010 --start-inside-s 0.032 --between-s 0.012 (trial_costs.py's figures):
+    # the tabular and character problems start for 0.044 s, 0.032 s of it after the claim; minilm-lora loads a
+    # pretrained model and keeps its own 0.255 s; every problem pays 0.010 s a report and 0.010 s a checkpoint
     monkeypatch.setattr(suite, "PROBLEMS", dict(PROBLEMS))
-    suite.charge_reports(0.021, 0.032, 0.012)
+    suite.charge_reports(0.010, 0.032, 0.012, save_s=0.010)
     digits, minilm = suite.PROBLEMS["digits"], suite.PROBLEMS["minilm-lora"]
-    assert (digits.start_s, digits.start_inside_s, digits.report_s) == pytest.approx((0.044, 0.032, 0.021))
-    assert (minilm.start_s, minilm.start_inside_s, minilm.report_s) == pytest.approx((0.255, 0.243, 0.021))
+    assert (digits.start_s, digits.start_inside_s, digits.report_s) == pytest.approx((0.044, 0.032, 0.010))
+    assert (minilm.start_s, minilm.start_inside_s, minilm.save_s) == pytest.approx((0.255, 0.243, 0.010))
     assert PROBLEMS["digits"].report_s == 0.0  # the suite's own problems are untouched
     costs = Costs.of(load(suite.PROBLEMS["digits"]))
-    assert costs.start_outside_s == pytest.approx(0.012) and costs.report_s == 0.021
+    assert costs.start_outside_s == pytest.approx(0.012) and (costs.report_s, costs.save_s) == (0.010, 0.010)

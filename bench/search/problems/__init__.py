@@ -46,6 +46,9 @@ class Problem:
     # A stop-type method's report (storage write, pruner's call) and the part of start_s after the claim: charged
     # when given (suite.py --report-s, --start-inside-s; bench/search/trial_costs.py measures both), else 0 and all.
     report_s: float = 0.0
+    save_s: float = (
+        0.0  # a checkpoint at a trial's new best (save_strategy: best), any method (suite.py --save-s)
+    )
     start_inside_s: float | None = None
     # Keys that replace the study file's training section in the recording (and in a real run of the problem, with
     # --set): a denser evaluation than the file's, so that a pruner or a rung has more points to act at.
