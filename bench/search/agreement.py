@@ -2,7 +2,7 @@
 
     python bench/search/agreement.py --real runs/r14/real/synth-optim.json --problem synth-optim --start-s 0.2
     python bench/search/agreement.py --real runs/r21/real/digits.json --problem digits \
-        --report-s 0.021 --start-inside-s 0.032 --between-s 0.012   # at the costs trial_costs.py measured
+        --report-s 0.010 --save-s 0.010 --start-inside-s 0.032 --between-s 0.012   # at trial_costs.py's costs
     python bench/search/agreement.py --real runs/r14/real/synth-optim.json runs/r9/real/synth-optim.json \\
         --problem synth-optim --start-s 0.2 \\
         --rename "runs/r9/real/synth-optim.json:hpo: asha as written=hpo: ranked keep 1/3 | 3/4 | all plain TPE"
@@ -213,6 +213,9 @@ def main() -> None:
     parser.add_argument("--start-inside-s", type=float, help="a trial's start after its claim (s)")
     parser.add_argument("--between-s", type=float, default=0.0, help="a trial's start before its claim (s)")
     parser.add_argument(
+        "--save-s", type=float, default=0.0, help="a checkpoint at a trial's new best, any method (s)"
+    )
+    parser.add_argument(
         "--rename",
         action="append",
         default=[],
@@ -228,10 +231,9 @@ def main() -> None:
         parser.error(f"--rename: {bad} must read FILE:METHOD=NAME")
     if options.start_inside_s is not None and options.start_s is not None:
         parser.error("--start-s with --start-inside-s: give the start as --start-inside-s and --between-s")
-    if options.report_s or options.start_inside_s is not None:
-        charge_reports(
-            options.report_s, options.start_inside_s, options.between_s
-        )  # the pool's forks see them
+    if options.report_s or options.start_inside_s is not None or options.save_s:
+        # the pool's forks see them
+        charge_reports(options.report_s, options.start_inside_s, options.between_s, options.save_s)
     files = real_files(options.real, dict(r.split("=", 1) for r in options.rename))
     known = {m.name: m for m in methods_for(PROBLEMS[options.problem])} | methods_of(options.problem)
     if unknown := [name for name in pooled(files) if name not in known]:
