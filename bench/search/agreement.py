@@ -1,7 +1,7 @@
 """Whether real runs agree with the simulator within the simulator's own spread: the error a 10-seed median has.
 
     python bench/search/agreement.py --real runs/r14/real/synth-optim.json --problem synth-optim --start-s 0.2
-    python bench/search/agreement.py --real runs/r21/real/digits.json --problem digits \
+    python bench/search/agreement.py --real runs/r21/real/digits.json --problem digits \\
         --report-s 0.010 --save-s 0.010 --start-inside-s 0.032 --between-s 0.012   # at trial_costs.py's costs
     python bench/search/agreement.py --real runs/r14/real/synth-optim.json runs/r9/real/synth-optim.json \\
         --problem synth-optim --start-s 0.2 \\
@@ -41,7 +41,7 @@ from bench.search.methods import Method, methods_for  # noqa: E402
 from bench.search.problems import PROBLEMS  # noqa: E402
 from bench.search.recording import load  # noqa: E402
 from bench.search.simulate import Costs, budget_of, simulate  # noqa: E402
-from bench.search.suite import charge_reports, methods_of  # noqa: E402
+from bench.search.suite import add_cost_arguments, apply_cost_arguments, methods_of  # noqa: E402
 
 # Resamples of n seeds: between two sets of draws the interval's ends move by up to 3 % (one simulated seed's value
 # to the next one's), small beside the interval's width (2-3x for 10 seeds)
@@ -204,17 +204,7 @@ def main() -> None:
     parser.add_argument("--real", type=Path, nargs="+", required=True, help="real.py --json files")
     parser.add_argument("--problem", required=True, choices=sorted(PROBLEMS))
     parser.add_argument("--start-s", type=float, help="as real.py's (default: the problem's)")
-    parser.add_argument(
-        "--report-s",
-        type=float,
-        default=0.0,
-        help="simulate at the costs trial_costs.py measures (with --start-inside-s, --between-s; suite.py's)",
-    )
-    parser.add_argument("--start-inside-s", type=float, help="a trial's start after its claim (s)")
-    parser.add_argument("--between-s", type=float, default=0.0, help="a trial's start before its claim (s)")
-    parser.add_argument(
-        "--save-s", type=float, default=0.0, help="a checkpoint at a trial's new best, any method (s)"
-    )
+    add_cost_arguments(parser)
     parser.add_argument(
         "--rename",
         action="append",
@@ -229,11 +219,7 @@ def main() -> None:
         parser.error(f"--real: no such file {missing}; real.py --json writes one")
     if bad := [r for r in options.rename if "=" not in r or ":" not in r.split("=")[0]]:
         parser.error(f"--rename: {bad} must read FILE:METHOD=NAME")
-    if options.start_inside_s is not None and options.start_s is not None:
-        parser.error("--start-s with --start-inside-s: give the start as --start-inside-s and --between-s")
-    if options.report_s or options.start_inside_s is not None or options.save_s:
-        # the pool's forks see them
-        charge_reports(options.report_s, options.start_inside_s, options.between_s, options.save_s)
+    apply_cost_arguments(parser, options)
     files = real_files(options.real, dict(r.split("=", 1) for r in options.rename))
     known = {m.name: m for m in methods_for(PROBLEMS[options.problem])} | methods_of(options.problem)
     if unknown := [name for name in pooled(files) if name not in known]:

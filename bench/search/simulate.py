@@ -55,7 +55,7 @@ class Costs:
     pause_s: float  # save and exit at a pause
     resume_s: float  # claim, fork, data, model, restore, up to the first step
     # Each report of a method that stops trials: the storage write and the pruner's call, inside the interval a real
-    # trial measures (bench/search/trial_costs.py: 0.02 s on the short tabular problems). 0: none charged.
+    # trial measures (bench/search/trial_costs.py: 0.008-0.011 s here). 0: none charged.
     report_s: float = 0.0
     # Each checkpoint `save_strategy: best` writes (at an evaluation that improves the trial's best), any method: the
     # recordings were made without checkpoints (record.py). 0: none charged.

@@ -180,9 +180,8 @@ def charge_reports(
     (simulate.Costs): `start_inside_s` after the claim and `between_s` before it make the start; a problem that
     measured a dearer start of its own (minilm-lora loads a pretrained model: 0.255 s) keeps it, `between_s` of it
     before the claim. For simulate.py's methods only: the peers' own simulators charge neither."""
-    usual = Problem.__dataclass_fields__[
-        "start_s"
-    ].default  # what digits measured, the tabular problems' start
+    # the default start is what digits measured, the tabular and character problems' start
+    usual = Problem.__dataclass_fields__["start_s"].default
     for name, problem in PROBLEMS.items():
         start = problem.start_s
         if start_inside_s is not None:
@@ -191,6 +190,43 @@ def charge_reports(
         PROBLEMS[name] = dataclasses.replace(
             problem, start_s=start, report_s=report_s, save_s=save_s, start_inside_s=inside
         )
+
+
+def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
+    """The measured costs' options (charge_reports), for suite.py and agreement.py alike."""
+    parser.add_argument(
+        "--report-s",
+        type=float,
+        default=0.0,
+        help="charge each report of a method that stops trials this (seconds; trial_costs.py measures it); "
+        "simulate.py's methods only",
+    )
+    parser.add_argument(
+        "--save-s",
+        type=float,
+        default=0.0,
+        help="charge each checkpoint at a trial's new best this, any method (seconds; save_strategy: best)",
+    )
+    parser.add_argument(
+        "--start-inside-s",
+        type=float,
+        help="a trial's start after its claim (s); with --between-s, the start before it, the whole start",
+    )
+    parser.add_argument("--between-s", type=float, default=0.0, help="with --start-inside-s (s)")
+
+
+def costs_given(options: argparse.Namespace) -> bool:
+    return bool(options.report_s or options.save_s) or options.start_inside_s is not None
+
+
+def apply_cost_arguments(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+    """charge_reports with the options add_cost_arguments made, when any is given (before any simulation: the
+    forked workers see the problems as changed here)."""
+    if not costs_given(options):
+        return
+    if options.start_s and options.start_inside_s is not None:
+        parser.error("--start-s with --start-inside-s: give the start as --start-inside-s and --between-s")
+    charge_reports(options.report_s, options.start_inside_s, options.between_s, options.save_s)
 
 
 def use_recordings_in(folder: Path) -> None:
@@ -238,25 +274,7 @@ def main() -> None:
         type=float,
         help="every problem's per-trial start cost at least this (seconds; crosscheck.py's median: 0.20)",
     )
-    parser.add_argument(
-        "--report-s",
-        type=float,
-        default=0.0,
-        help="charge each report of a method that stops trials this (seconds; trial_costs.py measures it), and "
-        "with --start-inside-s only that much of the start after the claim; simulate.py's methods only",
-    )
-    parser.add_argument(
-        "--start-inside-s",
-        type=float,
-        help="a trial's start after its claim (s); with --between-s, the start before it, the whole start",
-    )
-    parser.add_argument("--between-s", type=float, default=0.0, help="with --start-inside-s (s)")
-    parser.add_argument(
-        "--save-s",
-        type=float,
-        default=0.0,
-        help="charge each checkpoint at a trial's new best this, any method (seconds; save_strategy: best)",
-    )
+    add_cost_arguments(parser)
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -273,10 +291,7 @@ def main() -> None:
             ("--overhead-scale", options.overhead_scale != 1.0),
             ("--start-s", bool(options.start_s)),
             ("--data-dir", options.data_dir is not None),
-            (
-                "--report-s",
-                bool(options.report_s) or options.start_inside_s is not None or bool(options.save_s),
-            ),
+            ("--report-s", costs_given(options)),
         )
         if given
     ]
@@ -286,16 +301,9 @@ def main() -> None:
         scale_overheads(options.overhead_scale)
     if options.start_s:
         raise_start_costs(options.start_s)
-    if options.report_s or options.start_inside_s is not None or options.save_s:
-        if options.synetune_python or options.ray_python or options.smac_python:
-            parser.error(
-                "--report-s, --start-inside-s: the peers' own simulators do not charge them; run them apart"
-            )
-        if options.start_s and options.start_inside_s is not None:
-            parser.error(
-                "--start-s with --start-inside-s: give the start as --start-inside-s and --between-s"
-            )
-        charge_reports(options.report_s, options.start_inside_s, options.between_s, options.save_s)
+    if costs_given(options) and (options.synetune_python or options.ray_python or options.smac_python):
+        parser.error("--report-s, --save-s, --start-inside-s: the peers' own simulators do not charge them")
+    apply_cost_arguments(parser, options)
     if options.data_dir:
         if not options.data_dir.is_dir():
             parser.error(f"--data-dir: {options.data_dir} is not a folder of recordings")

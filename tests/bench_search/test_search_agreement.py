@@ -99,6 +99,14 @@ def test_real_pys_files_are_read_renamed_and_pooled(tmp_path):
     assert pooled(files)["tpe+sh"][0]["to_q95_s"] == math.inf
 
 
+def test_a_run_without_reports_is_read_without_its_pace(tmp_path):
+    # real.py writes pace None for a run whose trials report nothing (TPE without a pruner): its figures still count
+    path = tmp_path / "real.json"
+    row = {"to_q90_s": 2.0, "to_q95_s": 3.0, "factor": 0.92, "pace": None}
+    path.write_text(json.dumps({"tpe": [[row, row]]}))
+    assert real_files([path], {}) == [{"tpe": [{"to_q90_s": 2.0, "to_q95_s": 3.0, "factor": 0.92}]}]
+
+
 def test_a_verdict_is_only_between_runs_of_one_file():
     # Two sessions of nearly the same schedule are not paired seed for seed (each real run diverges at its first
     # report); a ratio across files would hold them to the simulator's paired seeds.
@@ -143,3 +151,11 @@ def test_the_simulators_own_seeds_agree_with_it_and_bad_input_exits_2(tmp_path):
         [*command, "--real", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
     assert unknown.returncode == 2 and "methods ['TPE + SHH'] are not known on synth-optim" in unknown.stderr
+    both = subprocess.run(
+        [*command, "--real", str(path), "--start-s", "0.2", "--start-inside-s", "0.03"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert both.returncode == 2 and "--start-s with --start-inside-s" in both.stderr

@@ -7,10 +7,25 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from bench.search.problems import ROOT
+
+
+def run_script(folder: Path, script: str, *arguments: str) -> subprocess.CompletedProcess:
+    """A bench/search script run from `folder`, on one thread, as its docstring shows it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "search" / script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=folder,
+        env=env,
+        check=False,
+    )
 
 
 @pytest.mark.slow
@@ -32,23 +47,7 @@ from bench.search.problems import ROOT
     ],
 )
 def test_a_real_hpo_run_takes_the_simulators_decisions(method, trials, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "search" / "crosscheck.py"),
-            "--method",
-            method,
-            "--trials",
-            str(trials),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        env=env,
-        check=False,
-    )
+    done = run_script(tmp_path, "crosscheck.py", "--method", method, "--trials", str(trials))
     assert done.returncode == 0 and "decisions agree" in done.stdout, done.stdout + done.stderr
 
 
@@ -69,16 +68,7 @@ def test_trial_costs_measures_a_real_trials_start_and_report_costs(tmp_path):
     # bench/search/trial_costs.py: real trials of recorded configurations; each part a few hundredths of a second
     # here (2026-12-04: 0.025-0.040 s of start after the claim, 0.019-0.055 s a report), well under the 0.20 s start
     # the suite charges between a claim and the first report
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "search" / "trial_costs.py"), "--problem", "fresh-diabetes"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        env=env,
-        check=False,
-    )
+    done = run_script(tmp_path, "trial_costs.py", "--problem", "fresh-diabetes")
     assert done.returncode == 0, done.stdout + done.stderr
     found = re.search(
         r"start inside the window (\S+) s, one report (\S+) s, between trials (\S+) s", done.stdout
