@@ -9,8 +9,8 @@ between two segments went to those waits.
 
 `ReadDeferredRDBStorage` is Optuna's RDBStorage whose read-only methods run with `reading()` set, so the begin hook
 issues a plain (deferred) BEGIN for them; writes keep BEGIN IMMEDIATE. A read nested in a transaction that has begun
-already changes nothing: SQLAlchemy issues one BEGIN per transaction. Its trial reads build the trials from plain rows
-(hpo.storage.trial_rows), several times faster than Optuna's ORM objects.
+already changes nothing: SQLAlchemy issues one BEGIN per transaction. Its trial reads (all of a study's, or one by
+id) build the trials from plain rows (hpo.storage.trial_rows), several times faster than Optuna's ORM objects.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from optuna.storages import RDBStorage
 from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.storage.trial_rows import read_trials
+from hpo.storage.trial_rows import read_trial, read_trials
 
 _state = threading.local()
 
@@ -87,9 +87,9 @@ class ReadDeferredRDBStorage(RDBStorage):
         with reading():
             return super().get_trial_param(trial_id, param_name)
 
-    def get_trial(self, trial_id: int) -> Any:
-        with reading():
-            return super().get_trial(trial_id)
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        with reading(), _create_scoped_session(self.scoped_session) as session:
+            return read_trial(session, trial_id)
 
     def _get_trials(  # what get_all_trials and Optuna's cache call
         self,

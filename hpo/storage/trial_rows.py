@@ -58,9 +58,25 @@ def read_trials(
         condition = condition & sqlalchemy.or_(_TRIALS.c.trial_id.in_(sorted(included)), newer)
     elif trial_id_greater_than > -1:
         condition = condition & (_TRIALS.c.trial_id > trial_id_greater_than)
-    trials = session.execute(sqlalchemy.select(_TRIALS).where(condition).order_by(_TRIALS.c.trial_id)).all()
+    trials = _trials_where(session, condition)
     if not trials:
         _raise_if_gone(session, study_id)
+    return trials
+
+
+def read_trial(session: Any, trial_id: int) -> FrozenTrial:
+    """As `RDBStorage.get_trial(trial_id)`, in `session`: Optuna's `Trial.should_prune` hands the pruner a trial
+    whose system attributes are read this way at their first use, at every report."""
+    trials = _trials_where(session, _TRIALS.c.trial_id == trial_id)
+    if not trials:
+        raise KeyError(models.NOT_FOUND_MSG)
+    return trials[0]
+
+
+def _trials_where(session: Any, condition: Any) -> list[FrozenTrial]:
+    """The trials that meet `condition`, by trial id, each with its parameters, values, attributes and reports."""
+    trials = session.execute(sqlalchemy.select(_TRIALS).where(condition).order_by(_TRIALS.c.trial_id)).all()
+    if not trials:
         return []
     chosen = sqlalchemy.select(_TRIALS.c.trial_id).where(condition).scalar_subquery()
     children = {table: _rows_of(session, table, chosen) for table in (_PARAMS, _VALUES, _USER, _SYSTEM)}

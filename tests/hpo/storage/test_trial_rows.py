@@ -90,6 +90,23 @@ def test_trials_read_from_rows_equal_optunas_own(
     _same(ours, optunas)
 
 
+def test_one_trial_read_from_rows_equals_optunas_own_and_a_missing_one_raises_as_optuna_does(
+    tmp_path: Path,
+) -> None:
+    """`get_trial` is what Optuna's `should_prune` reads the trial's system attributes through, at every report."""
+    study = _varied_study(f"sqlite:///{tmp_path / 'study.db'}")
+    backend = unwrap_rdb(study._storage)
+    ids = [t._trial_id for t in study.get_trials(deepcopy=False)]
+    assert len(ids) == 6
+    for trial_id in ids:
+        _same([backend.get_trial(trial_id)], [RDBStorage.get_trial(backend, trial_id)])
+    with pytest.raises(KeyError) as ours:
+        backend.get_trial(max(ids) + 1)
+    with pytest.raises(KeyError) as optunas:
+        RDBStorage.get_trial(backend, max(ids) + 1)
+    assert str(ours.value) == str(optunas.value)
+
+
 def test_a_study_reads_back_through_the_lean_reader(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'study.db'}"
     _varied_study(url)
