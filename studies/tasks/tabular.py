@@ -189,6 +189,26 @@ def _sparse_linear() -> Table:
     return Table(x, y, 0)
 
 
+def _checker() -> Table:
+    # a 4 x 4 checkerboard in two of eight columns (the class: the parity of the cell), noisy near the edges, 2,400
+    # rows: a boundary of many corners that small or shallow nets never draw, and large ones draw late
+    rng = np.random.default_rng(24)
+    plane = rng.uniform(-2, 2, size=(2400, 2))
+    cells = np.floor(plane + 2).astype(np.int64)
+    label = (cells[:, 0] + cells[:, 1]) % 2
+    noisy = plane + rng.normal(scale=0.15, size=plane.shape)
+    return Table(np.hstack([noisy, rng.normal(size=(2400, 6))]), label, 2)
+
+
+def _sine_regression() -> Table:
+    # a smooth target of three of eight columns (a product of sines and a square) with noise of a tenth of its
+    # spread, 2,500 rows: a regression where a wide net fits the waves and a narrow one the square only
+    rng = np.random.default_rng(25)
+    x = rng.uniform(-2, 2, size=(2500, 8))
+    y = np.sin(2 * x[:, 0]) * np.cos(x[:, 1]) + 0.5 * x[:, 2] ** 2
+    return Table(x, y + rng.normal(scale=0.1 * y.std(), size=len(y)), 0)
+
+
 def _noisy_friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -320,6 +340,20 @@ DATASETS: dict[str, Callable[[], Table]] = {
         class_sep=1.0,
         flip_y=0.08,
         random_state=23,
+    ),
+    # The ninth fresh set (2026-12-04, made after round 17 was stated): checker, sine_regression, hard_classes.
+    "checker": _checker,  # 2,400 rows, 8 columns, 2 classes: a checkerboard in two columns among distractors
+    "sine_regression": _sine_regression,  # 2,500 rows, 8 columns, a regression on waves in three of them
+    "hard_classes": _classification(  # 4,000 rows, 24 columns, 10 classes close together, 5 % flipped
+        n_samples=4000,
+        n_features=24,
+        n_informative=12,
+        n_redundant=4,
+        n_classes=10,
+        n_clusters_per_class=1,
+        class_sep=0.6,
+        flip_y=0.05,
+        random_state=26,
     ),
 }
 

@@ -54,4 +54,9 @@ PROBLEMS = [
     Problem.from_study("fresh8-spirals", configurations=250, draw_seed=2070, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh8-sparselinear", configurations=250, draw_seed=2071, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh8-fewrows", configurations=250, draw_seed=2072, fresh=True, data_dir=DENSE),
+    # the ninth fresh set (2026-12-04): made after round 17 was stated (two thirds kept before the pairs whatever the
+    # start), to judge it at the costs a real trial pays; recorded densely only
+    Problem.from_study("fresh9-checker", configurations=250, draw_seed=2073, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh9-sinereg", configurations=250, draw_seed=2074, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh9-hardclasses", configurations=250, draw_seed=2075, fresh=True, data_dir=DENSE),
 ]
