@@ -24,8 +24,9 @@ defaults to `ranked` on the bare default and to 1 / reduction_factor (successive
 reduction_factor is given. `ranked`: at a rung at fraction f of the length, the other trials' values at f and at 4f
 (those that have both; pairs exist long before any trial completes) decide the share: a third kept where their
 Spearman correlation is at least 0.8 (the rung ranks: cut as successive halving does), every trial where it is below
-0.5 (the rung misleads: stop nothing there), three quarters between and until 8 such pairs exist (a third with 4-7
-pairs that rank beyond doubt: hpo.storage.stop_rungs.RANKED_SURE). Nothing pauses, so
+0.5 (the rung misleads: stop nothing there), two thirds between and until 8 such pairs exist (a third with 4-7
+pairs that rank beyond doubt: hpo.storage.stop_rungs.RANKED_SURE; two thirds rather than three quarters since
+docs/search-rounds.md's "Round 17", judged at the costs a real trial pays). Nothing pauses, so
 nothing is resumed, and the study may run `--in-process`.
 `startup_trials: n` stops no trial before n trials have completed (0 by default: ASHA's rule judges from the second
 trial; a study that names no pruner gets 2, hpo.spec.study). The study's TPE is Optuna's (it learns from finished
@@ -74,8 +75,9 @@ from hpo.spec.errors import FieldProblem
 # docs/benchmarks.md).
 STARTUP_TRIALS = 2
 # Stop-type rungs (`mode: stop`, the default): the first at each trial's first evaluation (fraction 0), each next one
-# twice as far, the share kept at each set by how well the rung ranks what follows it (a third, three quarters or
-# all); the held-out choice of bench/search (docs/search-rounds.md, "Round 9"; three quarters kept from round 7).
+# twice as far, the share kept at each set by how well the rung ranks what follows it (a third, two thirds or all);
+# the held-out choice of bench/search (docs/search-rounds.md, "Round 9"; two thirds rather than three quarters since
+# "Round 17").
 STOP_FIRST_FRACTION = 0.0
 STOP_REDUCTION_FACTOR = 2
 RANKED = "ranked"  # `keep: ranked`: the share kept follows how well the rung ranks (hpo.storage.stop_rungs)

@@ -16,18 +16,18 @@ pruner records them (`RUNG_KEY`), asynchronously: a trial is judged against thos
 With `ranked`, the share kept at a rung follows how well the rung ranks what comes after it in this study (`keep:
 ranked`, the default of `scheduler: {type: asha}`): the pairs (value at the rung's fraction f of the length, value at
 RANKED_AHEAD * f) of the other trials that have both; before RANKED_MIN_PAIRS of them exist, or with a Spearman
-correlation between RANKED_LOW and RANKED_HIGH, three quarters are kept; a third at RANKED_HIGH or more (the rung
+correlation between RANKED_LOW and RANKED_HIGH, two thirds are kept; a third at RANKED_HIGH or more (the rung
 ranks: cut as successive halving does); every trial below RANKED_LOW (the rung misleads: stop nothing there). Such
 pairs exist as soon as a few trials have gone four times further, long before any completes. Fewer than
 RANKED_MIN_PAIRS pairs cut to a third too when they rank beyond doubt (RANKED_SURE: 4-6 pairs in perfect order, 7
 nearly), so that curves that rank from the first evaluation are cut before eight trials have gone four times further.
-Before the pairs come, half rather than three quarters are kept where the study's trials start for under half an
-evaluation interval (RANKED_CHEAP_BELOW: screening a configuration costs about one evaluation there), and seven eighths,
-with no early hard cut, where they start for six intervals or more (RANKED_DEAR_ABOVE: stopping a trial at its first
-rungs saves little of what it cost, and a few pairs in perfect order are often chance where curves cross).
 bench/search chose it on 19 recorded problems at 400 seeds (docs/search-rounds.md, "Round 9"; the early cut in "Round
-13", on 28 and then on three problems made after it was stated; the cheap start in "Round 14", on 31 and then on three
-more; the dear start in "Round 15", on 34 and then on three more), equal seed for seed to `bench/search/ranked_keep.py`.
+13", on 28 and then on three problems made after it was stated; two thirds rather than three quarters in "Round 17",
+at the costs a real trial pays, on 37 and then on three more), equal seed for seed to `bench/search/ranked_keep.py`.
+Rounds 14 and 15 kept a share before the pairs that followed what a trial costs to start (half where it starts for
+under half an evaluation interval, seven eighths where for six or more); real trials of short problems measure a
+start of about one interval (round 16), where the simulator had measured six to ten, so those rules acted in real
+runs where they had not been chosen to, and round 17 dropped them.
 
 A trial whose length the storage does not have yet (its write was kept through an outage) is not pruned until it has.
 With `startup_trials` n, no trial is stopped before n trials have completed (what a study that names no pruner gets:
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import copy
 import math
-import statistics
 from collections.abc import Iterator
 
 import optuna
@@ -66,26 +65,16 @@ RUNG_KEY = "completed_rung_"
 RANKED_AHEAD = 4
 RANKED_MIN_PAIRS = 8
 RANKED_HIGH, RANKED_LOW = 0.8, 0.5
-RANKED_KEEP_HIGH, RANKED_KEEP, RANKED_KEEP_LOW = 1 / 3, 3 / 4, 1.0
+RANKED_KEEP_HIGH, RANKED_KEEP, RANKED_KEEP_LOW = 1 / 3, 2 / 3, 1.0
 # Fewer than RANKED_MIN_PAIRS pairs still cut to RANKED_KEEP_HIGH when their correlation ranks beyond doubt: the lower
 # bound of Fisher's z, RANKED_SURE standard errors (sqrt(1.06 / (n - 3)), Fieller, Hartley and Pearson) below the
 # estimate, is at least RANKED_HIGH. At 1.28 (one-sided 90 %), 4 to 6 pairs must rank perfectly, 7 nearly (round 13).
 RANKED_SURE = 1.28
 RANKED_SURE_MIN_PAIRS = 4  # n - 3 must be positive, and 3 pairs prove nothing
 SPEARMAN_CAP = 0.999  # a perfect ranking's z is infinite: capped, 4 perfect pairs clear RANKED_HIGH
-# Before the pairs come, RANKED_CHEAP_KEEP rather than RANKED_KEEP where trials start cheaply: the median over the
-# study's trials of (seconds from its claim to its first report) / (seconds from its first report to its second) under
-# RANKED_CHEAP_BELOW, a start (claim, process, data, model) under half an evaluation interval. Cutting at the first
-# rungs then screens a configuration for about one evaluation (round 14: the character LMs start for 0.15-0.36 of an
-# interval, every other recorded problem for 1.1 or more). hpo.trial.pruning writes the two times.
-RANKED_CHEAP_KEEP = 1 / 2
-RANKED_CHEAP_BELOW = 1.5
-# Before the pairs come, RANKED_DEAR_KEEP (and no RANKED_SURE cut) where that median is RANKED_DEAR_ABOVE or more: a
-# trial's start (claim, process, data, model) and its first evaluation cost six intervals or more, so a trial stopped
-# at its first rungs has already cost most of what screening it would save (round 15: fresh-diabetes 10.4, the short
-# tabular problems 6-8, where TPE without stopping leads and a few pairs rank by chance where curves cross).
-RANKED_DEAR_KEEP = 7 / 8
-RANKED_DEAR_ABOVE = 6.0
+# What a trial cost to start, written by hpo.trial.pruning with its first two reports: the seconds from its claim to
+# its first report, and from there to its second (an evaluation interval). No rule reads them since round 17;
+# bench/search/trial_costs.py and real.py do, to compare a real run's costs with the simulator's.
 FIRST_REPORT_ATTR = "seconds_to_first_report"
 EVALUATION_ATTR = "seconds_per_evaluation"
 
@@ -155,12 +144,7 @@ class StopRungsPruner(BasePruner):
             and (then := value_at_fraction(t, later)) is not None
         ]
         if len(pairs) < RANKED_MIN_PAIRS:
-            start = start_in_intervals(trials, view)
-            if start is not None and start >= RANKED_DEAR_ABOVE:
-                return RANKED_DEAR_KEEP
-            if surely_ranks(pairs):
-                return RANKED_KEEP_HIGH
-            return RANKED_CHEAP_KEEP if start is not None and start < RANKED_CHEAP_BELOW else RANKED_KEEP
+            return RANKED_KEEP_HIGH if surely_ranks(pairs) else RANKED_KEEP
         correlation = spearman(pairs)
         if correlation >= RANKED_HIGH:
             return RANKED_KEEP_HIGH
@@ -206,21 +190,6 @@ def surely_ranks(pairs: list[tuple[float, float]]) -> bool:
         return False
     z = math.atanh(min(correlation, SPEARMAN_CAP))
     return math.tanh(z - RANKED_SURE * math.sqrt(1.06 / (len(pairs) - 3))) >= RANKED_HIGH
-
-
-def start_in_intervals(trials: list[FrozenTrial], view: FrozenTrial) -> float | None:
-    """What it costs the study's other trials to start, in evaluation intervals: the median over those that have
-    reported twice of (seconds from the claim to the first report) / (seconds from the first report to the second);
-    None before any has (module docstring: RANKED_CHEAP_BELOW, RANKED_DEAR_ABOVE)."""
-    ratios = [
-        t.user_attrs[FIRST_REPORT_ATTR] / t.user_attrs[EVALUATION_ATTR]
-        for t in trials
-        if t.number != view.number
-        and isinstance(t.user_attrs.get(FIRST_REPORT_ATTR), int | float)
-        and isinstance(t.user_attrs.get(EVALUATION_ATTR), int | float)
-        and t.user_attrs[EVALUATION_ATTR] > 0
-    ]
-    return statistics.median(ratios) if ratios else None
 
 
 def step_at_fraction(trial: FrozenTrial, fraction: float) -> int | None:

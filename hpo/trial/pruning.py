@@ -7,7 +7,7 @@ return normally; the trial is then told PRUNED with the step at which it was pru
 With its first report the trial writes its length in global steps (user attribute `max_steps`): the stop-type rungs
 of `scheduler: {type: asha}` sit at fractions of it (hpo.storage.stop_rungs). With its first two it writes what it
 cost to start: the seconds from its claim to its first report and from there to its second (an evaluation interval),
-from which those rungs tell a study whose trials start cheaply or dearly (`start_in_intervals`).
+which bench/search/trial_costs.py compares with what its simulator charges (no rule reads them since round 17).
 
 Under torch.distributed only rank 0 holds the Optuna trial. It decides, and the decision is broadcast through the
 Trainer's strategy so that every rank stops at the same step and no collective is left waiting.
@@ -100,7 +100,7 @@ class OptunaPruningCallback(TrainerCallback):
         # (hpo.storage.stop_rungs), and a study that trains by epochs knows it only once training starts.
         self.length: int | None = None
         self.length_written = False
-        # What the trial cost to start (hpo.storage.stop_rungs.start_in_intervals): the wall times of its first two
+        # What the trial cost to start (hpo.storage.stop_rungs.FIRST_REPORT_ATTR): the wall times of its first two
         # evaluations, and the two figures measured from them that the storage has not taken yet.
         self.evaluated_at: list[float] = []
         self.start_costs: dict[str, float] = {}

@@ -115,9 +115,9 @@ def test_every_candidate_pauses_only_where_the_problem_records_an_evaluation(nam
 
 # Round 9's pick of the held-out rule at 400 seeds on all 19 problems (docs/search-rounds.md "Round 9"), with round 13's
 # early cut where few pairs rank beyond doubt (judged on 28 problems, then on the sixth fresh set: "Round 13") and
-# round 14's half kept before the pairs come where trials start for under half an evaluation (31, then the seventh)
-# and round 15's seven eighths, with no early hard cut, where they start for six intervals or more (34, then the eighth).
-PICK = "hpo: ranked keep 1/3 (what ships; 7/8 until it ranks where the start is 6+ intervals) plain TPE"
+# round 17's two thirds kept before the pairs come and between, whatever the start (judged at the costs a real trial
+# pays on 37 problems, then on the ninth fresh set; rounds 14 and 15's start rules dropped).
+PICK = "hpo: ranked keep 1/3 (sooner when sure; 2/3 until it ranks) plain TPE"
 
 
 # Every problem, the fresh ones too; minilm-lora's study gives its length in epochs (its rungs come from the length
@@ -129,8 +129,7 @@ def test_asha_as_written_runs_the_held_out_pick_seed_for_seed(name):
     # the same trials at the same steps as the candidate the rule picked (stop-type rungs from the first evaluation,
     # each twice as far, the share kept at each from how the rung ranks, Optuna's TPE; bench/search/ranked_keep.py):
     # what ships is what was chosen.
-    # At the suite's 0.20 s start (`--start-s 0.2`, what the standings run), where round 15's rule acts on more of
-    # the short-trial problems than at their own 0.086 s.
+    # At the suite's 0.20 s start (`--start-s 0.2`, what the six-peer standings run).
     recording = load(PROBLEMS[name])
     assert_same_runs(recording, methods_of(name), SHIPPED, PICK, suite_costs(recording))
 
@@ -297,7 +296,9 @@ def test_the_suite_never_reads_the_fresh_set_and_the_fresh_run_reads_only_it():
     seventh_set = {"fresh7-widetab", "fresh7-longreg", "fresh7-charconst"}  # after round 14 was stated
     eighth_set = {"fresh8-spirals", "fresh8-sparselinear", "fresh8-fewrows"}  # after round 15 was stated
     ninth_set = {"fresh9-checker", "fresh9-sinereg", "fresh9-hardclasses"}  # after round 17 was stated
-    recorded_sets = first_set | second_set | third_set | fourth_set | fifth_set | sixth_set | seventh_set | eighth_set
+    recorded_sets = (
+        first_set | second_set | third_set | fourth_set | fifth_set | sixth_set | seventh_set | eighth_set
+    )
     # the ninth set is made, recorded one problem at a time: in the fresh runs once its recording exists
     assert recorded_sets <= set(fresh_names) <= recorded_sets | ninth_set
     assert {name for name, problem in PROBLEMS.items() if problem.fresh} == recorded_sets | ninth_set
