@@ -12,8 +12,9 @@ Recorded configurations are enqueued (crosscheck.py's study, `scheduler: {type: 
 each real trial replays a recorded one and its recorded seconds are known; real seconds are divided by this machine's
 speed against the recording's (speed.py). The first trial pays the worker's one-time imports and is left out. The
 simulator (simulate.py) charges the whole per-trial overhead, `--start-s`, between a trial's claim and its first
-report, and nothing per report; the last line compares the start measure round 14/15's rule reads
-(hpo.storage.stop_rungs.start_in_intervals) in the real run with what the simulator writes for the same trials.
+report, and nothing per report; the last line compares the start measure rounds 14 and 15's rules read
+(bench/search/ranked_keep.start_in_intervals; dropped from hpo in round 17) in the real run with what the simulator
+writes for the same trials.
 """
 
 from __future__ import annotations

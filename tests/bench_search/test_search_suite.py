@@ -150,9 +150,10 @@ def assert_same_runs(recording, methods, first: str, second: str, costs: Costs |
         assert [t.done for t in a.trials] == [t.done for t in b.trials]
 
 
-# Round 15's candidate differs from round 14's pick only where a study's trials start, in their median, for
-# RANKED_DEAR_ABOVE (6) evaluation intervals or more. On a problem where no recorded configuration does, no median
-# does, so its round 15 selection took what ships' runs as the candidate's (docs/search-rounds.md, "Round 15").
+# Round 15's candidate differs from round 14's pick only where a study's trials start, in their median, for 6
+# evaluation intervals or more (round 15's `dear_above`, dropped in round 17). On a problem where no recorded
+# configuration does, no median does, so its round 15 selection took what shipped's runs as the candidate's
+# (docs/search-rounds.md, "Round 15").
 ROUND_14_PICK = (
     "hpo: ranked keep 1/3 (sooner when sure; 1/2 until it ranks where screening is cheaper) plain TPE"
 )

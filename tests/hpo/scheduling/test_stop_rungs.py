@@ -55,7 +55,7 @@ def test_asha_as_written_stops_trials_at_rungs_from_the_first_evaluation_each_tw
     for trial in found:
         assert trial.user_attrs[LENGTH_ATTR] == 36
         assert not pause.boundaries(trial) and not trial.system_attrs.get(pause.RESUMED_AT)
-        # what it cost to start, for the ranked share (stop_rungs.start_in_intervals): from the claim to the first report,
+        # what it cost to start (stop_rungs.FIRST_REPORT_ATTR, for the benchmarks): from the claim to the first report,
         # then to the second, both within the trial's own run; none stopped at 4 has an interval. (Not which is longer:
         # in-process on a quiet machine the start is about 1.5 intervals, on a loaded one a slow storage write made
         # the interval the longer.)
