@@ -5,12 +5,12 @@
 
 On a SQLite study made by hpo's own storage (a worker's reads and writes, riding through outages), each trial's
 parameters are drawn as a worker draws them (`hpo.trial.space.sample_params`, after the claim, so inside the start
-that round 14/15's start measure reads) by the sampler the suite's method builds for the problem, seeded as the
+a trial writes as `seconds_to_first_report`) by the sampler the suite's method builds for the problem, seeded as the
 suite seeds its first worker. Beside it, in the same loop, the same parameters are drawn again for a trial that has
 them enqueued: the baseline, what the suite's measured start (`--start-inside-s`, from trial_costs.py) already holds.
 Trials report and end as a study under ASHA does (a third run to the end, the rest stop after 1, 2 or 4
-evaluations), with the values the recording gives the configuration nearest in rank, so the sampler sees a study of
-the problem's shape. Printed per block of trials: the median milliseconds of each and their ratio, then the extra
+evaluations), with the values of a recorded configuration drawn at random, so the sampler sees a study of the
+problem's shape. Printed per block of trials: the median milliseconds of each and their ratio, then the extra
 (sampled less enqueued) in the recording's seconds (this machine's speed against the recording's, speed.py).
 """
 
@@ -36,6 +36,7 @@ from bench.search.speed import speed_factor  # noqa: E402
 from bench.search.suite import methods_of  # noqa: E402
 from hpo.spec import load_study_spec  # noqa: E402
 from hpo.storage.database import create_storage  # noqa: E402
+from hpo.storage.study_db import release_connections  # noqa: E402
 from hpo.trial.space import sample_params  # noqa: E402
 
 PICK = "hpo: ranked keep 1/3 (sooner when sure; 2/3 until it ranks) plain TPE"  # what ships (round 17)
@@ -49,25 +50,28 @@ def timed_draws(problem: str, method: str, trials: int, seed: int) -> list[tuple
     recording = load(PROBLEMS[problem])
     spec = load_study_spec(recording.problem.study)
     sampler = methods_of(problem)[method].sampler_for(spec, seed, 0)
-    folder = Path(tempfile.mkdtemp(prefix="search-sampler-costs-"))
-    storage = create_storage(f"sqlite:///{folder / 'study.db'}")
-    direction = spec.study.direction
-    study = optuna.create_study(study_name="sampled", storage=storage, sampler=sampler, direction=direction)
-    baseline = optuna.create_study(study_name="enqueued", storage=storage, direction=direction)
-    draw = random.Random(seed)
-    pairs = []
-    for _ in range(trials):
-        trial = study.ask()
-        started = time.perf_counter()
-        params = sample_params(trial, spec.search_space)
-        sampled = time.perf_counter() - started
-        baseline.enqueue_trial(params)
-        fixed = baseline.ask()
-        started = time.perf_counter()
-        sample_params(fixed, spec.search_space)
-        pairs.append((sampled, time.perf_counter() - started))
-        end_like_asha(study, trial, recording.curves[draw.randrange(len(recording.curves))].values, draw)
-        baseline.tell(fixed, state=TrialState.PRUNED)
+    with tempfile.TemporaryDirectory(prefix="search-sampler-costs-") as folder:
+        storage = create_storage(f"sqlite:///{Path(folder) / 'study.db'}")
+        direction = spec.study.direction
+        study = optuna.create_study(
+            study_name="sampled", storage=storage, sampler=sampler, direction=direction
+        )
+        baseline = optuna.create_study(study_name="enqueued", storage=storage, direction=direction)
+        draw = random.Random(seed)
+        pairs = []
+        for _ in range(trials):
+            trial = study.ask()
+            started = time.perf_counter()
+            params = sample_params(trial, spec.search_space)
+            sampled = time.perf_counter() - started
+            baseline.enqueue_trial(params)
+            fixed = baseline.ask()
+            started = time.perf_counter()
+            sample_params(fixed, spec.search_space)
+            pairs.append((sampled, time.perf_counter() - started))
+            end_like_asha(study, trial, recording.curves[draw.randrange(len(recording.curves))].values, draw)
+            baseline.tell(fixed, state=TrialState.PRUNED)
+        release_connections(study)  # the folder goes: no SQLite file may stay open in it
     return pairs
 
 
