@@ -62,6 +62,7 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         cheap_below: float = 2.0,
         dear_above: float | None = None,
         dear_keep: float | None = None,
+        hedge_every: int | None = None,
     ) -> None:
         self.keep, self.high_keep, self.low_keep = keep, high_keep, low_keep
         self.high, self.low = high, low
@@ -70,8 +71,11 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         self.sure = sure
         self.cheap_keep, self.cheap_below = cheap_keep, cheap_below
         self.dear_above, self.dear_keep = dear_above, dear_keep
+        self.hedge_every = hedge_every
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        if self.hedged(trial):
+            return False
         length = trial_length(trial)
         steps = sorted(trial.intermediate_values)
         if length is None or not steps:
@@ -97,6 +101,11 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         mine = trial.intermediate_values[steps[-1]]
         kept = lambda n: max(1, math.floor(n * share + 1e-9))  # noqa: E731 - the share's rule, as keep_rungs.py
         return not within_best(mine, values, kept, study.direction)
+
+    def hedged(self, trial: FrozenTrial) -> bool:
+        """Round 18's `hedge_every`: every n-th trial (numbers n - 1, 2n - 1, ...) is never stopped, Hyperband's
+        bracket without rungs kept beside the ranked one, against curves that cross after every rung the pairs see."""
+        return self.hedge_every is not None and trial.number % self.hedge_every == self.hedge_every - 1
 
     def screening_is_cheap(self, others: list[FrozenTrial]) -> bool:
         """Round 14's `cheap_keep`: whether starting a trial and training it to its first report costs less than
