@@ -310,6 +310,12 @@ def explored_for(problem: Problem) -> list[Method]:
             )
             for every in (4, 8)
         ),
+        # and the same never-stopped eighth judged wherever the rung's pairs rank (a third kept): the hedge's cost fell
+        # where the rungs rank early (fresh6-chartorch, fresh9-sinereg, fresh7-charconst), its gain where they do not.
+        ranked_plain(
+            "hpo: ranked keep 1/3 (sooner when sure; 2/3 until it ranks; every 8th never stopped until it ranks) plain TPE",
+            {"sure": 1.28, "keep": 2 / 3, "hedge_every": 8, "hedge_until_ranks": True},
+        ),
     ]
 
 

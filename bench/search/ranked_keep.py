@@ -63,6 +63,7 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         dear_above: float | None = None,
         dear_keep: float | None = None,
         hedge_every: int | None = None,
+        hedge_until_ranks: bool = False,
     ) -> None:
         self.keep, self.high_keep, self.low_keep = keep, high_keep, low_keep
         self.high, self.low = high, low
@@ -71,10 +72,10 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         self.sure = sure
         self.cheap_keep, self.cheap_below = cheap_keep, cheap_below
         self.dear_above, self.dear_keep = dear_above, dear_keep
-        self.hedge_every = hedge_every
+        self.hedge_every, self.hedge_until_ranks = hedge_every, hedge_until_ranks
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        if self.hedged(trial):
+        if self.hedged(trial) and not self.hedge_until_ranks:
             return False
         length = trial_length(trial)
         steps = sorted(trial.intermediate_values)
@@ -95,7 +96,7 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
             share = self.dear_keep
         if self.inherit and len(pairs) < self.min_pairs and self.lower_cut(others, first, rung, length):
             share = self.high_keep
-        if share >= 1:
+        if share >= 1 or (self.hedged(trial) and share != self.high_keep):
             return False
         values = [v for t in others if (v := at_fraction(t, fraction)) is not None]
         mine = trial.intermediate_values[steps[-1]]
@@ -104,7 +105,9 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
 
     def hedged(self, trial: FrozenTrial) -> bool:
         """Round 18's `hedge_every`: every n-th trial (numbers n - 1, 2n - 1, ...) is never stopped, Hyperband's
-        bracket without rungs kept beside the ranked one, against curves that cross after every rung the pairs see."""
+        bracket without rungs kept beside the ranked one, against curves that cross after every rung the pairs see.
+        With `hedge_until_ranks`, such a trial is judged where the rung's pairs rank (the hard cut, `high_keep`): the
+        hedge then costs nothing where curves rank early, and stays where they do not."""
         return self.hedge_every is not None and trial.number % self.hedge_every == self.hedge_every - 1
 
     def screening_is_cheap(self, others: list[FrozenTrial]) -> bool:
