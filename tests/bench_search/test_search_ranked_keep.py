@@ -130,3 +130,30 @@ def test_before_the_pairs_come_half_is_kept_only_where_a_trial_starts_for_under_
     assert stopped_at(study, round_14, 0.75) == (10 if cheap else None)
     # what ships (no `cheap_keep`) keeps three quarters before the pairs come, however cheaply trials start
     assert stopped_at(study, RankedKeepPruner(high_keep=1 / 3, sure=1.28), 0.75) is None
+
+
+def test_a_hedged_trial_runs_to_the_end_where_the_same_values_stop_another(study: optuna.Study) -> None:
+    # Round 18's hedge: with hedge_every 10, trial number 9 is never stopped (0.35 at the first evaluation: 6th of 9,
+    # outside half, where the rung ranks).
+    for quality in QUALITIES:
+        complete(study, ranking(quality))
+    assert stopped_at(study, RankedKeepPruner(hedge_every=10), 0.35) == 10  # number 8
+    assert stopped_at(study, RankedKeepPruner(hedge_every=10), 0.35) is None  # number 9
+
+
+def test_a_hedged_trial_until_it_ranks_is_cut_only_where_the_rung_ranks(study: optuna.Study) -> None:
+    for quality in QUALITIES:
+        complete(study, ranking(quality))
+    until_ranks = {"hedge_every": 9, "hedge_until_ranks": True}  # number 8 hedged
+    # where the rung ranks (Spearman 1: half kept), the hedged trial is judged as any other: 0.15 is 8th of 9
+    assert stopped_at(study, RankedKeepPruner(**until_ranks), 0.15) == 10
+
+
+def test_a_hedged_trial_until_it_ranks_goes_on_under_the_middle_share(study: optuna.Study) -> None:
+    for quality in QUALITIES:
+        complete(study, ranking(quality))
+    # with `high` out of reach the share is the middle one (three quarters): 0.15 is 8th of 9 (number 8) and 9th of
+    # 10 (number 9), outside it both times; only the hedged one goes on
+    middle = {"high": 1.01, "hedge_every": 10, "hedge_until_ranks": True}
+    assert stopped_at(study, RankedKeepPruner(**middle), 0.15) == 10  # number 8
+    assert stopped_at(study, RankedKeepPruner(**middle), 0.15) is None  # number 9, hedged
