@@ -24,6 +24,10 @@ Round 9 ("Round 9"; 400 seeds, all 19 problems): with Optuna's TPE in place of t
 3/4 | all is the held-out rule's pick (worst 1.24x the best peer's time to q95, final best ahead of TPE's), and
 `scheduler: {type: asha}` runs it since (`keep: ranked`, hpo.storage.stop_rungs, written apart; this one stays as the
 check that hpo's runs equal the candidate's seed for seed, tests/bench_search).
+
+Round 18 ("Round 18"; the 40 at the measured costs, 100 seeds): every n-th trial never stopped (`hedge_every`), and
+the same judged where the rung ranks (`hedge_until_ranks`); each mends fresh3-friedman2 and costs on most others
+(over 1.2x on 11 of 40 against 4): nothing ships.
 """
 
 from __future__ import annotations
