@@ -316,6 +316,21 @@ def explored_for(problem: Problem) -> list[Method]:
             "hpo: ranked keep 1/3 (sooner when sure; 2/3 until it ranks; every 8th never stopped until it ranks) plain TPE",
             {"sure": 1.28, "keep": 2 / 3, "hedge_every": 8, "hedge_until_ranks": True},
         ),
+        # Round 19: a hedge from what the study sees. Where the pair with the best value four times further on sits
+        # outside the best third (or two thirds) at the rung, a cut there would have stopped the best trial seen so
+        # far: the rung keeps all (or a share one step gentler). On the checkerboard most cuts, and the cut winners,
+        # fall at 1-7 pairs, before any correlation; on fresh3-friedman2, where the pairs rank at 0.8 or more.
+        *(
+            ranked_plain(
+                f"hpo: ranked keep 1/3 (sooner when sure; 2/3 until it ranks; all where the best later was outside the {label}) plain TPE",
+                {"sure": 1.28, "keep": 2 / 3, "lost_best": within},
+            )
+            for label, within in (("top third", 1 / 3), ("top two thirds", 2 / 3))
+        ),
+        ranked_plain(
+            "hpo: ranked keep 1/3 (sooner when sure; 2/3 until it ranks; 2/3 where the best later was outside the top third) plain TPE",
+            {"sure": 1.28, "keep": 2 / 3, "lost_best": 1 / 3, "lost_best_keep": 2 / 3},
+        ),
     ]
 
 

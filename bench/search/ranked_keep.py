@@ -68,6 +68,8 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         dear_keep: float | None = None,
         hedge_every: int | None = None,
         hedge_until_ranks: bool = False,
+        lost_best: float | None = None,
+        lost_best_keep: float | None = None,
     ) -> None:
         self.keep, self.high_keep, self.low_keep = keep, high_keep, low_keep
         self.high, self.low = high, low
@@ -77,6 +79,7 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         self.cheap_keep, self.cheap_below = cheap_keep, cheap_below
         self.dear_above, self.dear_keep = dear_above, dear_keep
         self.hedge_every, self.hedge_until_ranks = hedge_every, hedge_until_ranks
+        self.lost_best, self.lost_best_keep = lost_best, lost_best_keep
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         if self.hedged(trial) and not self.hedge_until_ranks:
@@ -100,6 +103,8 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
             share = self.dear_keep
         if self.inherit and len(pairs) < self.min_pairs and self.lower_cut(others, first, rung, length):
             share = self.high_keep
+        if share < 1 and self.cut_lost_best(pairs, study.direction):
+            share = self.lost_best_keep if self.lost_best_keep is not None else self.low_keep
         if share >= 1 or (self.hedged(trial) and share != self.high_keep):
             return False
         values = [v for t in others if (v := at_fraction(t, fraction)) is not None]
@@ -113,6 +118,20 @@ class RankedKeepPruner(optuna.pruners.BasePruner):
         With `hedge_until_ranks`, such a trial is judged where the rung's pairs rank (the hard cut, `high_keep`): the
         hedge then costs nothing where curves rank early, and stays where they do not."""
         return self.hedge_every is not None and trial.number % self.hedge_every == self.hedge_every - 1
+
+    def cut_lost_best(self, pairs: list[tuple[float, float]], direction: optuna.study.StudyDirection) -> bool:
+        """Round 19's `lost_best`: whether the pair with the best value further on sits outside the best `lost_best`
+        share of the pairs by their value at the rung: a cut there would have stopped the best trial the study has seen
+        that far. One such trial says the rung misleads, long before eight pairs give a correlation (on the
+        checkerboard, most cuts and the cut winners fall at 1-7 pairs); the rung then keeps `lost_best_keep` (default
+        `low_keep`)."""
+        if self.lost_best is None or len(pairs) < 2:
+            return False
+        maximize = direction == optuna.study.StudyDirection.MAXIMIZE
+        best = (max if maximize else min)(range(len(pairs)), key=lambda i: pairs[i][1])
+        others = [now for i, (now, _) in enumerate(pairs) if i != best]
+        kept = lambda n: max(1, math.floor(n * self.lost_best + 1e-9))  # noqa: E731 - as prune's
+        return not within_best(pairs[best][0], others, kept, direction)
 
     def screening_is_cheap(self, others: list[FrozenTrial]) -> bool:
         """Round 14's `cheap_keep`: whether starting a trial and training it to its first report costs less than
