@@ -157,3 +157,30 @@ def test_a_hedged_trial_until_it_ranks_goes_on_under_the_middle_share(study: opt
     middle = {"high": 1.01, "hedge_every": 10, "hedge_until_ranks": True}
     assert stopped_at(study, RankedKeepPruner(**middle), 0.15) == 10  # number 8
     assert stopped_at(study, RankedKeepPruner(**middle), 0.15) is None  # number 9, hedged
+
+
+def test_a_rung_where_the_best_later_sat_low_keeps_all_before_the_pairs_rank(study: optuna.Study) -> None:
+    # Round 19's hedge: four trials whose values at 10 and 20 rank those four times further on backwards. With four
+    # pairs the plain rule cuts at 10; where the best at 40 sat outside the top third at 10, a cut there would have
+    # stopped it, so the rungs at 10 and 20 keep all, and the rung at 40, whose values rank those at 160, cuts.
+    for quality in QUALITIES[:4]:
+        complete(study, crossing(quality))
+    assert stopped_at(study, RankedKeepPruner(), 0.0) == 10
+    assert stopped_at(study, RankedKeepPruner(lost_best=1 / 3), 0.0) == 40
+
+
+def test_where_the_best_later_sat_inside_the_share_the_rung_cuts_as_before(study: optuna.Study) -> None:
+    for quality in QUALITIES[:4]:
+        complete(study, ranking(quality))
+    assert stopped_at(study, RankedKeepPruner(lost_best=1 / 3), 0.0) == 10
+
+
+def test_the_share_the_best_later_must_sit_in_decides_and_keeps_what_it_is_told(study: optuna.Study) -> None:
+    # The best at 40 (0.6) is 3rd of 6 at 10: outside the top third (2), inside two thirds (4).
+    for first, later in [(0.9, 0.3), (0.8, 0.2), (0.5, 0.6), (0.4, 0.1), (0.3, 0.05), (0.2, 0.0)]:
+        complete(study, {step: (first if step < 30 else later) for step in STEPS})
+    assert stopped_at(study, RankedKeepPruner(lost_best=2 / 3), 0.1) == 10  # the cut would have kept the best
+    # it would not: all kept at 10 and 20; from 40 on, 0.1 is 4th of 7, inside three quarters
+    assert stopped_at(study, RankedKeepPruner(lost_best=1 / 3), 0.1) is None
+    # told to keep three quarters there (the plain rule's share): 0.1 is 7th of 7 either way
+    assert stopped_at(study, RankedKeepPruner(lost_best=1 / 3, lost_best_keep=3 / 4), 0.1) == 10
