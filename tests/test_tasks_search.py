@@ -140,3 +140,15 @@ def test_the_seventh_fresh_set_reads_sklearns_docstrings_and_makes_a_wide_classi
     wide, noisy = tabular.DATASETS["wide_classes"](), tabular.DATASETS["noisy_friedman"]()
     assert wide.classes == 6 and wide.features.shape == (24000, 40)
     assert noisy.classes == 0 and noisy.features.shape == (20000, 20)
+
+
+def test_the_tenth_fresh_sets_tables_are_what_their_study_files_say():
+    parity = tabular.DATASETS["parity"]()
+    signs = parity.features[:, :3] > 0
+    # no one column's sign says the class; the three signs' parity does, but for the tenth flipped
+    assert all(abs(np.mean(signs[:, i] == parity.target) - 0.5) < 0.05 for i in range(3))
+    assert abs(np.mean(signs.sum(1) % 2 == parity.target) - 0.9) < 0.02
+    train, held = tabular.data({"dataset": "tiny_eval"})
+    assert len(held) == 90 and tabular.DATASETS["tiny_eval"]().classes == 4  # accuracy in steps of 1/90
+    pairwise = tabular.DATASETS["pairwise"]()
+    assert pairwise.classes == 0 and pairwise.features.shape == (5000, 10)

@@ -209,6 +209,25 @@ def _sine_regression() -> Table:
     return Table(x, y + rng.normal(scale=0.1 * y.std(), size=len(y)), 0)
 
 
+def _parity() -> Table:
+    # the parity of the signs of three of twelve columns, 3,000 rows, a tenth of the labels flipped: no single column
+    # or pair says anything, so every net sits near chance until it finds all three, late if ever
+    rng = np.random.default_rng(27)
+    x = rng.normal(size=(3000, 12))
+    label = ((x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0) + (x[:, 2] > 0)) % 2
+    flipped = rng.uniform(size=len(label)) < 0.1
+    return Table(x, np.where(flipped, 1 - label, label), 2)
+
+
+def _pairwise_regression() -> Table:
+    # a smooth target, the sum of the pairwise products of six of ten columns, with noise of a twentieth of its spread,
+    # 5,000 rows: a regression whose curves rank from the first evaluations (wider nets fit more of the products)
+    rng = np.random.default_rng(28)
+    x = rng.uniform(-1.5, 1.5, size=(5000, 10))
+    y = sum(x[:, i] * x[:, j] for i in range(6) for j in range(i + 1, 6))
+    return Table(x, y + rng.normal(scale=0.05 * y.std(), size=len(y)), 0)
+
+
 def _noisy_friedman() -> Table:
     from sklearn.datasets import make_friedman1
 
@@ -355,6 +374,20 @@ DATASETS: dict[str, Callable[[], Table]] = {
         flip_y=0.05,
         random_state=26,
     ),
+    # The tenth fresh set (2026-12-05, made after round 19's candidates were stated): parity, tiny_eval, pairwise.
+    "parity": _parity,  # 3,000 rows, 12 columns, 2 classes: the parity of three columns' signs, 10 % flipped
+    "tiny_eval": _classification(  # 360 rows, 16 columns, 4 classes: 90 eval rows, an accuracy in steps of 1.1 %
+        n_samples=360,
+        n_features=16,
+        n_informative=8,
+        n_redundant=2,
+        n_classes=4,
+        n_clusters_per_class=1,
+        class_sep=1.0,
+        flip_y=0.05,
+        random_state=29,
+    ),
+    "pairwise": _pairwise_regression,  # 5,000 rows, 10 columns, a regression on the products of six of them
 }
 
 

@@ -184,3 +184,42 @@ def test_the_share_the_best_later_must_sit_in_decides_and_keeps_what_it_is_told(
     assert stopped_at(study, RankedKeepPruner(lost_best=1 / 3), 0.1) is None
     # told to keep three quarters there (the plain rule's share): 0.1 is 7th of 7 either way
     assert stopped_at(study, RankedKeepPruner(lost_best=1 / 3, lost_best_keep=3 / 4), 0.1) == 10
+
+
+def jittering(quality: float, jitter: float) -> dict[int, float]:
+    """`quality` with the evaluation's noise: +jitter, -jitter in turn, from one evaluation to the next."""
+    return {step: quality + (jitter if (step // 10) % 2 else -jitter) for step in STEPS}
+
+
+def jittering_study(qualities: tuple[float, ...], jitter: float) -> optuna.Study:
+    """A study of completed trials, one `jittering` curve per quality (a study a judged trial has not joined: its
+    value at the rung would count in the rung's spread)."""
+    study = optuna.create_study(direction="maximize")
+    for quality in qualities:
+        complete(study, jittering(quality, jitter))
+    return study
+
+
+NOISY = (0.50, 0.51, 0.52, 0.53)
+
+
+def test_a_rung_whose_values_are_mostly_evaluation_noise_keeps_all() -> None:
+    # Round 19's `reliable`: four trials whose qualities differ by 0.01 and whose evaluations jitter by 0.05 (their
+    # second differences, 0.2, say the noise's variance is 0.015; the rung's values vary by 0.000125): the rung ranks
+    # noise. Where the qualities differ by 0.1 and the jitter is 0.001, the rung is reliable and cuts as before.
+    assert stopped_at(jittering_study(NOISY, 0.05), RankedKeepPruner(), 0.0) == 10
+    assert stopped_at(jittering_study(NOISY, 0.05), RankedKeepPruner(reliable=0.7), 0.0) is None
+
+
+def test_a_rung_whose_values_differ_beyond_the_noise_cuts_as_before() -> None:
+    reliable = jittering_study((0.2, 0.3, 0.4, 0.5), 0.001)
+    assert stopped_at(reliable, RankedKeepPruner(reliable=0.7), 0.0) == 10
+
+
+def test_reliability_waits_for_trials_with_three_reports_from_the_rung() -> None:
+    # three such trials, under the four it waits for: the plain rule cuts at 10
+    assert stopped_at(jittering_study(NOISY[:3], 0.05), RankedKeepPruner(reliable=0.7), 0.0) == 10
+    assert (
+        stopped_at(jittering_study(NOISY[:3], 0.05), RankedKeepPruner(reliable=0.7, reliable_min=3), 0.0)
+        is None
+    )

@@ -59,4 +59,10 @@ PROBLEMS = [
     Problem.from_study("fresh9-checker", configurations=250, draw_seed=2073, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh9-sinereg", configurations=250, draw_seed=2074, fresh=True, data_dir=DENSE),
     Problem.from_study("fresh9-hardclasses", configurations=250, draw_seed=2075, fresh=True, data_dir=DENSE),
+    # the tenth fresh set (2026-12-05): made after round 19's candidates were stated (a rung whose values are mostly
+    # evaluation noise keeps all), where that rule acts (curves near chance, a tiny eval set) and where it must not (a
+    # smooth regression); recorded densely only
+    Problem.from_study("fresh10-parity", configurations=250, draw_seed=2076, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh10-tinyeval", configurations=250, draw_seed=2077, fresh=True, data_dir=DENSE),
+    Problem.from_study("fresh10-pairwise", configurations=250, draw_seed=2078, fresh=True, data_dir=DENSE),
 ]
