@@ -28,6 +28,11 @@ check that hpo's runs equal the candidate's seed for seed, tests/bench_search).
 Round 18 ("Round 18"; the 40 at the measured costs, 100 seeds): every n-th trial never stopped (`hedge_every`), and
 the same judged where the rung ranks (`hedge_until_ranks`); each mends fresh3-friedman2 and costs on most others
 (over 1.2x on 11 of 40 against 4): nothing ships.
+
+Round 19 ("Round 19"; screens at 40 seeds, then the 40 at 100): a rung keeps all where the trial best four times further
+on sat outside its cut (`lost_best`), or where its values are mostly evaluation noise (`reliable`); neither mends the
+checkerboard, whose winners are cut before either rule has its evidence, and the noise rule at 0.8 goes over 1.2x on
+9 of 40 against 4: nothing ships.
 """
 
 from __future__ import annotations
