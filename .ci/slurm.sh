@@ -107,14 +107,16 @@ wait_idle() {
 start() {
   need_root
   install_packages
+  # A run killed before its `stop` leaves state behind (jobs slurmctld would recover, so the node is never idle) and
+  # maybe daemons still running: clear all of it first, so every start is a fresh cluster.
+  if [ -e "$DIR" ]; then
+    log "state of an earlier cluster in $DIR: stopping it first"
+    stop
+  fi
   write_config
   start_munge
-  if ! { [ -f "$DIR/slurmctld.pid" ] && kill -0 "$(cat "$DIR/slurmctld.pid")" 2>/dev/null; }; then
-    slurmctld -i >&2  # -i: no saved state to recover
-  fi
-  if ! { [ -f "$DIR/slurmd.pid" ] && kill -0 "$(cat "$DIR/slurmd.pid")" 2>/dev/null; }; then
-    slurmd -N "$NODE" >&2
-  fi
+  slurmctld -c >&2  # -c: clear any saved state (jobs, node states) instead of recovering it
+  slurmd -N "$NODE" >&2
   wait_idle
   log "one node ($NODE, $(nproc --all) CPUs) idle in partition $PARTITION; state in $DIR"
 }
@@ -132,6 +134,21 @@ stop_daemon() {
   kill -9 "$pid" 2>/dev/null || true
 }
 
+kill_orphaned_job_processes() {
+  # A job whose slurmd died (a run killed before its `stop`) keeps running with no one to cancel it: find its processes
+  # (by the cluster name SLURM puts in a job's environment) and their slurmstepd (which runs in $DIR), so they hold no
+  # CPU or port in the next run.
+  local proc pid
+  for proc in /proc/[0-9]*; do
+    pid=${proc#/proc/}
+    [ "$pid" = $$ ] && continue
+    if { tr '\0' '\n' <"$proc/environ" | grep -qx "SLURM_CLUSTER_NAME=hpo-test"; } 2>/dev/null ||
+      [[ "$(readlink "$proc/cwd" 2>/dev/null)" == "$DIR"/* ]]; then
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
+}
+
 stop() {
   need_root
   # Jobs first, so no job's processes outlive the cluster that started them.
@@ -141,6 +158,7 @@ stop() {
   stop_daemon "$DIR/slurmd.pid"
   stop_daemon "$DIR/slurmctld.pid"
   stop_daemon "$DIR/munge/munged.pid"
+  kill_orphaned_job_processes
   if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF"; then rm -f "$CONF"; fi
   rm -rf "$DIR"
   log "stopped; state and configuration removed"
