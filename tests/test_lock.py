@@ -38,7 +38,7 @@ def installed_requirements() -> list[Requirement]:
         for text in extras[extra]:
             requirement = Requirement(text)
             if canonicalize_name(requirement.name) == "hpo":
-                pending.extend(requirement.extras - seen)
+                pending.extend(sorted(requirement.extras - seen))  # one order in every process (pytest-xdist)
             else:
                 wanted.append(text)
     return [Requirement(text) for text in wanted]
