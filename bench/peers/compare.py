@@ -51,7 +51,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import psutil
@@ -116,7 +116,8 @@ class Plan:
     target: float = 0.97
     contenders: Sequence[str] = CONTENDERS
     startup: bool = True
-    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="hpo-peers-")))
+    # Where the runs go: the --keep folder, or (None) a temporary one that `main` makes and removes at the end.
+    root: Path | None = None
     # `epochs` is a complete trial's length in the problem's unit: epochs for digits, steps for minilm-lora.
     problem: Problem = PROBLEMS["digits"]
 
@@ -272,6 +273,8 @@ def summarize(
 
 def run_one(contender: str, repeat: int, kind: str, plan: Plan, runner: Callable | None = None) -> Measure:
     trials, epochs = (1, plan.problem.startup_length) if kind == "startup" else (plan.trials, plan.epochs)
+    if plan.root is None:
+        raise ValueError("Plan.root is not set: give the folder the runs go in")
     out = plan.root / f"{contender}-{kind}-{repeat}"
     command = command_for(contender, out, trials, epochs, seed=repeat, problem=plan.problem.name)
     env = {
@@ -419,9 +422,8 @@ def parse(argv: Sequence[str] | None) -> tuple[Plan, argparse.Namespace]:
         contenders=contenders,
         startup=not options.no_startup,
         problem=problem,
+        root=options.keep,
     )
-    if options.keep is not None:
-        plan.root = options.keep
     return plan, options
 
 
@@ -460,6 +462,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(missing, file=sys.stderr)
         return 2
+    if plan.root is not None:
+        return run_comparison(plan, options)
+    # Without --keep the runs (studies, checkpoints: hundreds of MB on MiniLM) are removed when the comparison ends.
+    with tempfile.TemporaryDirectory(prefix="hpo-peers-") as root:
+        return run_comparison(replace(plan, root=Path(root)), options)
+
+
+def run_comparison(plan: Plan, options: argparse.Namespace) -> int:
+    """Run every contender as the plan says, print the table and write --json: 1 if a run failed."""
     named = "" if plan.problem.name == "digits" else f"{plan.problem.name}: "
     print(
         f"machine: {machine()}; {named}{plan.trials} trials of {plan.epochs} {plan.problem.unit}s, {plan.repeats} repeat(s), "

@@ -3,7 +3,9 @@ the commands it gives each contender, and the table of ratios to hpo."""
 
 from __future__ import annotations
 
+import json
 import sys
+import tempfile
 from pathlib import Path
 
 import optuna
@@ -19,14 +21,34 @@ import compare as peers  # noqa: E402
 import minilm_loop  # noqa: E402
 
 
-def test_a_tiny_optuna_alone_run_is_measured_from_its_events(tmp_path: Path) -> None:
-    plan = peers.Plan(trials=2, epochs=2, repeats=1, target=0.5, contenders=["optuna"], root=tmp_path)
-    measure = peers.run_one("optuna", 0, "study", plan)
-    assert measure.exit_code == 0, measure.error
-    assert measure.trials == 2 and 0.5 < measure.best <= 1.0
-    assert measure.to_target_s is not None and 0 < measure.to_target_s < measure.wall_s
-    assert measure.peak_rss_mb > 100  # torch was loaded in the process tree it sampled
-    assert 0 < measure.peak_pss_mb <= measure.peak_rss_mb
+def test_a_tiny_optuna_alone_run_is_measured_from_its_events_and_its_runs_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))  # where the comparison's own folder goes
+    options = [
+        "--contenders",
+        "optuna",
+        "--trials",
+        "2",
+        "--epochs",
+        "2",
+        "--repeats",
+        "1",
+        "--target",
+        "0.5",
+    ]
+    code = peers.main([*options, "--no-startup", "--json", str(tmp_path / "measures.json")])
+    assert code == 0, capsys.readouterr().err
+    [measure] = json.loads((tmp_path / "measures.json").read_text())
+    assert measure["trials"] == 2 and 0.5 < measure["best"] <= 1.0
+    assert measure["to_target_s"] is not None and 0 < measure["to_target_s"] < measure["wall_s"]
+    assert measure["peak_rss_mb"] > 100  # torch was loaded in the process tree it sampled
+    assert 0 < measure["peak_pss_mb"] <= measure["peak_rss_mb"]
+    # The runs went in a temporary folder, removed at the end (without --keep nothing is left behind).
+    assert f"runs in {temporary / 'hpo-peers-'}" in capsys.readouterr().out
+    assert list(temporary.iterdir()) == []
 
 
 def test_the_hpo_command_is_the_shipped_study_with_only_the_folder_and_seed_set(tmp_path: Path) -> None:
