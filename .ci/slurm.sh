@@ -142,8 +142,10 @@ kill_orphaned_job_processes() {
   for proc in /proc/[0-9]*; do
     pid=${proc#/proc/}
     [ "$pid" = $$ ] && continue
+    # slurmstepd alone by its folder: a shell someone left in $DIR/log is not the cluster's.
     if { tr '\0' '\n' <"$proc/environ" | grep -qx "SLURM_CLUSTER_NAME=hpo-test"; } 2>/dev/null ||
-      [[ "$(readlink "$proc/cwd" 2>/dev/null)" == "$DIR"/* ]]; then
+      { [ "$(cat "$proc/comm" 2>/dev/null)" = slurmstepd ] &&
+        [[ "$(readlink "$proc/cwd" 2>/dev/null)" == "$DIR"/* ]]; }; then
       kill -9 "$pid" 2>/dev/null || true
     fi
   done
