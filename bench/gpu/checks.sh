@@ -46,6 +46,8 @@ run() {  # $1: name, $2: seconds, rest: command
 total_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | awk '{print $1 / 1024}')
 big_gib=$(awk -v t="${total_gib:-80}" 'BEGIN {printf "%.0f", t / 3.3}')  # three fit beside each other, four do not
 check=${dry:+--check}
+keep=--keep  # a real run keeps the study folders for the logs copied below; a dry run leaves none in /tmp
+if [ -n "$dry" ]; then keep=""; fi
 gpu_tests="tests/hpo/scheduling/test_gpu_gate.py tests/hpo/scheduling/test_gpu_sharing_study.py
   tests/hpo/scheduling/test_gpu_memory.py tests/hpo/scheduling/test_scheduler_slots.py tests/hpo/scheduling/test_packing.py
   tests/hpo/scheduling/test_scheduler_view.py tests/hpo/trial/test_oom.py tests/hpo/tracking/test_tracking_memory.py
@@ -56,10 +58,10 @@ part() {  # one part by name, with its own limit
   case $1 in
     # On an H200 (2026-11-28): 1,auto with 6 trials of 150 steps and 4 big ones took 132 s
     packing) run packing 170 $python bench/gpu/packing.py --study both --modes 1,auto --trials 6 --steps 150 \
-      --big-trials 4 --big-gib "$big_gib" --keep $check
+      --big-trials 4 --big-gib "$big_gib" $keep $check
       find /tmp -maxdepth 3 -name hpo.log -path "*packing*" \
         -exec sh -c 'echo "== $1"; grep -iE "error|fail|oom|memory" "$1" | head -8' _ {} \; > "$out/packing-hpo.txt" 2>&1 ;;
-    oom) run oom 130 $python bench/gpu/oom.py --steps 100 $check  # 200 steps: not done in 75 s
+    oom) run oom 130 $python bench/gpu/oom.py --steps 100 $keep $check  # 200 steps: not done in 75 s
       # the workers' logs: what each slot waited for and when the gate let its trial start
       for logs in /tmp/gpu-oom-*/out/.hpo/logs; do [ -d "$logs" ] && cp -r "$logs" "$out/oom-logs"; done ;;
     strategies) run strategies 140 $python bench/gpu/strategies.py --setups ddp,fsdp,zero2,zero3 \

@@ -16,6 +16,7 @@ Prints each configuration's attempts (trial number, state, the error's first lin
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -175,8 +176,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--check", action="store_true", help="write the study file and validate it (no GPU)")
     parser.add_argument("--total-gib", type=float, default=None, help="size the trials for this GPU memory")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the study folder (its logs), printed at the end"
+    )
     options = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="gpu-oom-"))
+    try:
+        return measure(folder, options)
+    finally:
+        if options.keep:
+            print(f"study folder kept in {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure(folder: Path, options: argparse.Namespace) -> int:
     if options.check:
         path = write_study(folder, options.total_gib or 80.0, options.steps)
         done = subprocess.run([*hpo_command(), "validate", str(path), "--no-dry-run"], cwd=folder, text=True)
