@@ -82,6 +82,27 @@ def pending_resume_points(pending: list[FrozenTrial], output_dir: str | Path | N
     }
 
 
+def chain_best_checkpoints(
+    pending: list[FrozenTrial], trials: list[FrozenTrial], output_dir: str | Path | None = None
+) -> set[Path]:
+    """The best checkpoints of the trials a WAITING or RUNNING retry descends from, however many retries back. A retry
+    resumed from its predecessor's last checkpoint may end with its best still at the predecessor's best step (it
+    resumed at max_steps, or trained on without beating it): deleted before it ended, the study's best trial had no
+    model to export (chaos scenario retry-exception-preempt, 2 runs in 15)."""
+    by_number = {t.number: t for t in trials}
+    kept: set[Path] = set()
+    for trial in pending:
+        seen: set[int] = set()
+        number = trial.user_attrs.get("requeued_from_trial")
+        while number in by_number and number not in seen:
+            seen.add(number)
+            best = by_number[number].user_attrs.get("best_checkpoint")
+            if best:
+                kept.add(_here(best, output_dir).resolve())
+            number = by_number[number].user_attrs.get("requeued_from_trial")
+    return kept
+
+
 def _here(path: str, output_dir: str | Path | None) -> Path:
     return remote.localize(path, output_dir) if output_dir is not None else Path(path)
 
@@ -121,7 +142,9 @@ def _enforce(study: optuna.Study, spec: StudySpec, top_k: int, trials: list[Froz
     pending_retries = {t.user_attrs.get("requeued_from_trial") for t in pending}
     pending_retries |= {t.number for t in pending if t.state == TrialState.FAIL}
     output_dir = spec.output_dir
-    resume_points = pending_resume_points(pending, output_dir)
+    resume_points = pending_resume_points(pending, output_dir) | chain_best_checkpoints(
+        pending, trials, output_dir
+    )
     # Each top trial's kept checkpoint, wherever it lies: a retry's best may be in its predecessor's folder.
     kept = {
         keep.resolve()

@@ -89,6 +89,34 @@ def test_a_chained_retry_keeps_the_checkpoint_it_will_resume_from(tmp_path: Path
     assert not (Path(spec.trial_dir(0)) / "checkpoint-4").exists()  # nobody needs the older one
 
 
+def test_a_chained_retry_keeps_the_best_checkpoint_of_the_trial_it_descends_from(tmp_path: Path) -> None:
+    """Trial 0 was interrupted at its last step, its best at step 4; its retry (trial 1) failed in model_init, so
+    trial 2 resumes from trial 0's last checkpoint and trains nothing more: its best is trial 0's checkpoint-4. It must
+    be there when trial 2 ends (the chaos scenario retry-exception-preempt lost it: nothing to export)."""
+    from hpo.spec import load_study_spec
+    from hpo.storage.retention import after_trial
+    from hpo.storage.retry import RetryPolicy, fail_running_trial
+    from hpo.storage.study_db import open_study
+
+    spec = load_study_spec(write_study(tmp_path, study={"n_trials": 4, "keep_checkpoints": {"top_k": 1}}))
+    study = open_study(spec)
+    policy = RetryPolicy(max_retries=3, output_dir=spec.output_dir)
+    first = study.ask({"learning_rate": optuna.distributions.FloatDistribution(1e-4, 0.1, log=True)})
+    first.set_user_attr("run_dir", spec.trial_dir(first.number))
+    best = Path(spec.trial_dir(first.number)) / "checkpoint-4"
+    for step in (4, 8, 12):
+        _fake_checkpoint(Path(spec.trial_dir(first.number)) / f"checkpoint-{step}")
+    first.set_user_attr("best_checkpoint", str(best))
+    fail_running_trial(study, first._trial_id, "interrupted at step 12", policy, counts_as_retry=True)
+    retry = study.ask()  # trial 1, resuming from checkpoint-12; it fails before its first save
+    retry.set_user_attr("run_dir", spec.trial_dir(retry.number))
+    fail_running_trial(study, retry._trial_id, "failed in model_init", policy, counts_as_retry=True)
+
+    after_trial(spec, study)  # trial 2 waits to resume from checkpoint-12
+    assert best.is_dir() and (best.parent / "checkpoint-12").is_dir()
+    assert not (best.parent / "checkpoint-8").exists()  # neither a resume point nor a best
+
+
 def test_a_failed_trial_whose_retry_is_not_queued_yet_keeps_its_checkpoints(tmp_path: Path) -> None:
     """Between failing a trial and enqueueing its retry (hpo.storage.retry), another worker's cleanup may run."""
     from hpo.spec import load_study_spec
