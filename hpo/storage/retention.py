@@ -3,7 +3,8 @@
 Every trial writes checkpoints into `trial-<number>/checkpoint-<step>/`. Left alone, a 200-trial study keeps 200 trials'
 worth of them. After each trial ends, `enforce_keep_checkpoints` deletes:
 - every checkpoint of PRUNED and FAILED trials (except a crashed trial's whose retry will resume from it, and any
-  checkpoint a WAITING or RUNNING trial names as `resume_from`, however many retries back it was written),
+  checkpoint a WAITING or RUNNING trial names as `resume_from`, however many retries back it was written, and the
+  best checkpoint of every trial such a retry descends from),
 - every checkpoint of COMPLETE trials outside the top k,
 - every checkpoint but the best one of COMPLETE trials in the top k.
 RUNNING and WAITING trials are never touched. So the checkpoints on disk are at most k plus those of the running trials,
@@ -142,9 +143,8 @@ def _enforce(study: optuna.Study, spec: StudySpec, top_k: int, trials: list[Froz
     pending_retries = {t.user_attrs.get("requeued_from_trial") for t in pending}
     pending_retries |= {t.number for t in pending if t.state == TrialState.FAIL}
     output_dir = spec.output_dir
-    resume_points = pending_resume_points(pending, output_dir) | chain_best_checkpoints(
-        pending, trials, output_dir
-    )
+    # What a queued or running retry needs: the checkpoint it resumes from, and its ancestors' best ones
+    needed = pending_resume_points(pending, output_dir) | chain_best_checkpoints(pending, trials, output_dir)
     # Each top trial's kept checkpoint, wherever it lies: a retry's best may be in its predecessor's folder.
     kept = {
         keep.resolve()
@@ -160,8 +160,8 @@ def _enforce(study: optuna.Study, spec: StudySpec, top_k: int, trials: list[Froz
             trial, spec.output_dir
         )  # never a folder outside the study's, whatever the storage says
         for checkpoint in checkpoints_in(run_dir, output_dir):
-            if checkpoint.resolve() in resume_points or checkpoint.resolve() in kept:
-                continue  # a queued or running retry resumes from it, or a top trial keeps it
+            if checkpoint.resolve() in needed or checkpoint.resolve() in kept:
+                continue  # a queued or running retry needs it, or a top trial keeps it
             remote.remove(checkpoint, output_dir)  # here, and in the object store behind a URL output folder
             deleted.append(checkpoint)
     return deleted
