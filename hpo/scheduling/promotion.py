@@ -35,6 +35,7 @@ from hpo.scheduling.rank_gate import RankGate
 from hpo.spec import StudySpec
 from hpo.spec.scheduler import RankGateSpec
 from hpo.storage import outage, pause, remote
+from hpo.storage.attempts import ancestors
 from hpo.storage.database import claim_lock
 from hpo.storage.retention import checkpoints_in
 from hpo.storage.retry import continued_trials
@@ -155,12 +156,8 @@ def _retry_to_come(trial: FrozenTrial, plan: AshaPlan, by_number: dict[int, Froz
 
 def _inherited(trial: FrozenTrial, by_number: dict[int, FrozenTrial]) -> dict[int, float]:
     values: dict[int, float] = {}
-    seen = {trial.number}
-    previous = trial.user_attrs.get("requeued_from_trial")
-    while isinstance(previous, int) and previous in by_number and previous not in seen:
-        seen.add(previous)
-        values = {**pause.boundaries(by_number[previous]), **values}
-        previous = by_number[previous].user_attrs.get("requeued_from_trial")
+    for before in ancestors(trial, by_number):
+        values = {**pause.boundaries(before), **values}  # a newer attempt's value at a point wins
     return values
 
 
@@ -235,7 +232,7 @@ def park_unjudged_retries(study: optuna.Study, plan: AshaPlan) -> list[int]:
         checkpoint = trial.user_attrs.get("resume_from")
         if not pause.is_queued_retry(trial) or not checkpoint:
             continue
-        point = _unjudged_rung(plan, _chain(trial, by_number), Path(checkpoint))
+        point = _unjudged_rung(plan, ancestors(trial, by_number), Path(checkpoint))
         if point is None:
             continue
         value = _inherited(trial, by_number).get(point)
@@ -250,16 +247,6 @@ def park_unjudged_retries(study: optuna.Study, plan: AshaPlan) -> list[int]:
             )
             parked.append(trial.number)
     return parked
-
-
-def _chain(trial: FrozenTrial, by_number: dict[int, FrozenTrial]) -> list[FrozenTrial]:
-    """The trials a retry continues, newest first (not the retry itself)."""
-    chain: list[FrozenTrial] = []
-    previous = trial.user_attrs.get("requeued_from_trial")
-    while isinstance(previous, int) and previous in by_number and by_number[previous] not in chain:
-        chain.append(by_number[previous])
-        previous = by_number[previous].user_attrs.get("requeued_from_trial")
-    return chain
 
 
 def _unjudged_rung(plan: AshaPlan, chain: list[FrozenTrial], checkpoint: Path) -> int | None:
@@ -346,7 +333,7 @@ def _chain_in_place(study: optuna.Study, trial: optuna.Trial) -> set[int]:
     frozen = by_number.get(trial.number)
     if frozen is None:
         return set()
-    return {point for t in _chain(frozen, by_number) for point in t.system_attrs.get(IN_PLACE) or []}
+    return {point for t in ancestors(frozen, by_number) for point in t.system_attrs.get(IN_PLACE) or []}
 
 
 def _promoted_in_place(

@@ -23,6 +23,8 @@ from typing import Any
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial
 
+from hpo.storage.attempts import ancestors
+
 LINEAGE = "hpo:lineage"
 MEMBER = "pbt_member"  # user attribute: the member a trial belongs to (a crash retry continues its member)
 
@@ -93,16 +95,11 @@ def as_records(steps: list[Segment]) -> list[dict[str, Any]]:
 # ---- members: a member is its first trial and the retries that continue it ---------------------------------------
 def member_of(trial: FrozenTrial, by_number: Mapping[int, FrozenTrial]) -> int:
     """The member a trial belongs to: its `pbt_member` attribute, else the member of the trial it retries."""
-    seen = set()
-    while trial.number not in seen:
-        seen.add(trial.number)
-        if trial.user_attrs.get(MEMBER) is not None:
-            return int(trial.user_attrs[MEMBER])
-        previous = trial.user_attrs.get("requeued_from_trial")
-        if previous is None or int(previous) not in by_number:
-            return trial.number
-        trial = by_number[int(previous)]
-    return trial.number
+    chain = [trial, *ancestors(trial, by_number)]
+    for attempt in chain:
+        if attempt.user_attrs.get(MEMBER) is not None:
+            return int(attempt.user_attrs[MEMBER])
+    return chain[-1].number
 
 
 def members(trials: list[FrozenTrial]) -> dict[int, list[FrozenTrial]]:

@@ -20,6 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import StudySpec
 from hpo.storage import remote
+from hpo.storage.attempts import ancestors
 from hpo.storage.best import ranked_complete
 from hpo.storage.run_dirs import trial_run_dir
 from trainer.checkpoint import latest_checkpoint
@@ -91,17 +92,12 @@ def chain_best_checkpoints(
     resumed at max_steps, or trained on without beating it): deleted before it ended, the study's best trial had no
     model to export (chaos scenario retry-exception-preempt, 2 runs in 15)."""
     by_number = {t.number: t for t in trials}
-    kept: set[Path] = set()
-    for trial in pending:
-        seen: set[int] = set()
-        number = trial.user_attrs.get("requeued_from_trial")
-        while number in by_number and number not in seen:
-            seen.add(number)
-            best = by_number[number].user_attrs.get("best_checkpoint")
-            if best:
-                kept.add(_here(best, output_dir).resolve())
-            number = by_number[number].user_attrs.get("requeued_from_trial")
-    return kept
+    bests = (
+        before.user_attrs.get("best_checkpoint")
+        for trial in pending
+        for before in ancestors(trial, by_number)
+    )
+    return {_here(best, output_dir).resolve() for best in bests if best}
 
 
 def _here(path: str, output_dir: str | Path | None) -> Path:
