@@ -67,7 +67,8 @@ def on_interrupt(signum: int, frame: Any) -> None:
 
 
 class InterruptCallback(TrainerCallback):
-    """On SIGTERM: save a checkpoint at the next step boundary and stop training (every rank at the same step)."""
+    """On SIGTERM: save a checkpoint at the next step boundary and stop training (every rank at the same step), unless
+    that boundary is the last step."""
 
     def __init__(self) -> None:
         self.stopped_at: int | None = None
@@ -85,7 +86,9 @@ class InterruptCallback(TrainerCallback):
         strategy = getattr(kwargs.get("trainer"), "strategy", None)
         if strategy is not None and getattr(strategy, "world_size", 1) > 1:
             requested = bool(strategy.broadcast_object(requested, src=0))
-        if requested and self.stopped_at is None:
+        # At the last step training ends here anyway: the trial is scored and saved as it would be unasked. Stopped
+        # instead, it was queued again and its retry trained nothing (chaos retry-exception-preempt).
+        if requested and self.stopped_at is None and state.global_step < state.max_steps:
             control.should_save = True
             control.should_training_stop = True
             self.stopped_at = state.global_step

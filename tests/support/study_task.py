@@ -95,6 +95,14 @@ class KillOnceAfterSave(TrainerCallback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class TermDuringLastStep(TrainerCallback):
+    """SIGTERMs its own process while the last training step runs, as a worker stopping it then would."""
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == state.max_steps - 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
 STEP = {"global": 0}  # the trial's current global step, kept by StepClock for compute_peaked_metrics
 
 
