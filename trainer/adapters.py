@@ -96,10 +96,6 @@ def needs_rank_allocation(model: Any) -> bool:
     return any(_peft_type(c) == "ADALORA" for c in model.peft_config.values())
 
 
-def trainable_parameter_count(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def _adapter_folders(model: Any, directory: Path) -> dict[str, Path]:
     """peft's save_pretrained layout: the "default" adapter at the top, any other adapter in a subfolder of its name."""
     return {name: directory if name == "default" else directory / name for name in model.peft_config}

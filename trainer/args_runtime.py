@@ -12,8 +12,10 @@ import logging
 import os
 from collections.abc import Iterator
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 # transformers' levels, with "passive": leave the level as the application set it
 LOG_LEVELS = {
@@ -66,6 +68,8 @@ class ProcessProperties:
 
     @property
     def device(self) -> torch.device:
+        import torch  # here, not at the top: TrainingArguments (a study file's check) imports without torch
+
         if self.use_cpu or not torch.cuda.is_available():
             return torch.device("cpu")
         return torch.device("cuda", self.local_process_index % max(torch.cuda.device_count(), 1))
@@ -94,6 +98,8 @@ class ProcessProperties:
     @contextlib.contextmanager
     def main_process_first(self, local: bool = True, desc: str = "work") -> Iterator[None]:
         """Run the block on the main process first, then on the others (a dataset map the others read from cache)."""
+        import torch  # here, not at the top: as in `device`
+
         distributed = (
             self.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -19,40 +18,23 @@ from typing import Any
 import torch
 
 from trainer.adapters import is_adapter_model
+from trainer.checkpoint_names import (  # also what this module's users have always imported from here
+    _NAME,
+    ARGS_FILE,
+    PREFIX,
+    STATE_FILE,
+    checkpoint_dir,
+    is_complete,
+    latest_checkpoint,
+    list_checkpoints,
+)
 from trainer.errors import CheckpointError
 from trainer.safe_load import check_pickles, load_torch_file
 from trainer.seed import rng_state, set_rng_state
 
-PREFIX = "checkpoint"
-STATE_FILE = "trainer_state.json"
-ARGS_FILE = "training_args.json"
-_NAME = re.compile(rf"^{PREFIX}-(\d+)$")
-
-
-def checkpoint_dir(output_dir: str | Path, step: int) -> Path:
-    return Path(output_dir) / f"{PREFIX}-{step}"
-
 
 def _temporary_dir(output_dir: str | Path, step: int) -> Path:
     return Path(output_dir) / f".{PREFIX}-{step}.tmp"
-
-
-def is_complete(path: Path) -> bool:
-    return path.is_dir() and _NAME.match(path.name) is not None and (path / STATE_FILE).is_file()
-
-
-def list_checkpoints(output_dir: str | Path) -> list[Path]:
-    """Complete checkpoints under output_dir, oldest (lowest step) first."""
-    root = Path(output_dir)
-    if not root.is_dir():
-        return []
-    found = [p for p in root.iterdir() if is_complete(p)]
-    return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
-
-
-def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    found = list_checkpoints(output_dir)
-    return found[-1] if found else None
 
 
 def resolve_resume(resume_from_checkpoint: bool | str | Path | None, output_dir: str | Path) -> Path | None:
@@ -196,11 +178,6 @@ def rotate_checkpoints(output_dir: str | Path, limit: int | None, best: str | Pa
     for path in deleted:
         shutil.rmtree(path, ignore_errors=True)
     return deleted
-
-
-def folder_bytes(path: str | Path) -> int:
-    """The bytes of every file under a checkpoint (or any) folder: what it costs on disk."""
-    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
 
 
 # ---- RNG state ---------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from hpo.storage.lineage import as_records, latest_by_member, member_of, schedul
 from hpo.storage.study_db import load_existing_study, pick_trial
 from hpo.tracking.events import store_location
 from hpo.tracking.store import open_store, trial_run_id
-from trainer.checkpoint import list_checkpoints
+from trainer.checkpoint_names import list_checkpoints
 
 
 @dataclass

@@ -52,7 +52,7 @@ from hpo.tracking.run_info import RunInfo, origin_attrs
 from hpo.tracking.store import trial_run_id
 from hpo.tracking.store_callback import record_origin
 from hpo.trial.pause import PauseCallback
-from trainer.checkpoint import STATE_FILE
+from trainer.checkpoint_names import STATE_FILE
 
 logger = logging.getLogger(__name__)
 IN_PLACE = "hpo:in_place"  # system attribute: the rung points a trial was promoted from in place (no pause)

@@ -13,8 +13,7 @@ import importlib
 from typing import Any
 
 # Public names, loaded on first use: name -> the module that defines it. So a part (hpo.spec.sections,
-# hpo.spec.overrides) imports without the rest: the training section is checked against trainer.TrainingArguments,
-# which imports torch (1.5 s), and `hpo run` reads the file's resources and starts its workers before paying that.
+# hpo.spec.overrides) imports without the rest (the task's and the callbacks' checks import what they name).
 _EXPORTS = {
     "FieldProblem": "hpo.spec.errors",
     "SpecError": "hpo.spec.errors",

@@ -26,7 +26,7 @@ from hpo.spec.reporting import check_run_report_to
 from hpo.spec.sections import ExportSpec, TrackingSpec
 from hpo.spec.task import Task, TaskSpec
 from hpo.spec.training import build_training_arguments, check_training_keys, read_strategies
-from trainer.strategies import resolve_strategy_name
+from trainer.strategy_names import resolve_strategy_name
 
 STUDY_ONLY = (
     "a study file key; run a study with `hpo run`, or drop it to train one configuration with `hpo train`"

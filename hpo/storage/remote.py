@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from hpo.errors import StorageUnreachable
 from hpo.spec.output_url import MIRROR_PREFIX, remote_url
 from hpo.storage import outage
+from trainer.checkpoint_names import STATE_FILE, is_complete, latest_checkpoint
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -215,11 +216,6 @@ def upload(checkpoint: str | Path, output_dir: str | Path) -> Transfer | None:
     store = store_of(output_dir)
     if store is None:
         return None
-    from trainer.checkpoint import (  # torch: not for the commands that only check the store
-        STATE_FILE,
-        is_complete,
-    )
-
     local = Path(checkpoint).absolute()
     if not is_complete(local):
         raise FileNotFoundError(f"{local} is not a complete checkpoint (no {STATE_FILE})")
@@ -329,8 +325,6 @@ def latest(run_dir: str | Path, output_dir: str | Path) -> Path | None:
     store = store_of(output_dir)
     run_dir = localize(run_dir, output_dir)
     if store is None or not run_dir.is_relative_to(store.mirror):
-        from trainer.checkpoint import latest_checkpoint
-
         return latest_checkpoint(run_dir) if run_dir.is_dir() else None
     marked, _ = store.names(run_dir)
     steps = sorted(int(n[len(_CHECKPOINT) :]) for n in marked if n[len(_CHECKPOINT) :].isdigit())

@@ -23,7 +23,7 @@ from hpo.storage import remote
 from hpo.storage.attempts import ancestors
 from hpo.storage.best import ranked_complete
 from hpo.storage.run_dirs import trial_run_dir
-from trainer.checkpoint import latest_checkpoint
+from trainer.checkpoint_names import latest_checkpoint
 
 CHECKPOINT_PREFIX = "checkpoint-"
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainer.adapters import trainable_parameter_count
-from trainer.checkpoint import folder_bytes, latest_checkpoint
+from trainer.checkpoint_names import folder_bytes, latest_checkpoint
 
 
 def footprint(model: Any, state: Any, output_dir: str | Path) -> dict[str, int]:
     found: dict[str, int] = {}
     if model is not None:
-        found["trainable_params"] = trainable_parameter_count(model)
+        found["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
     best = getattr(state, "best_model_checkpoint", None)
     checkpoint = Path(best) if best and Path(best).is_dir() else latest_checkpoint(output_dir)
     if checkpoint is not None:

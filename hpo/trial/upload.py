@@ -14,7 +14,7 @@ from typing import Any
 
 from hpo.storage import remote
 from trainer import TrainerCallback
-from trainer.checkpoint import checkpoint_dir
+from trainer.checkpoint_names import checkpoint_dir
 
 
 class UploadCallback(TrainerCallback):

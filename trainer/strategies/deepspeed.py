@@ -22,6 +22,7 @@ import torch
 from trainer import distributed
 from trainer.data import cast_floating
 from trainer.deepspeed_config import fill_deepspeed_config, zero_stage
+from trainer.rank_layout import RankLayout
 from trainer.strategies.base import OptimizerFactory, SchedulerFactory
 from trainer.strategies.parallel import (
     MODEL_FILE,
@@ -42,7 +43,7 @@ class DeepSpeedStrategy(ParallelStrategy):
         self.config: dict[str, Any] = {}
         self.last_grad_norm: torch.Tensor | None = None
 
-    def _init_process_group(self, layout: distributed.RankLayout) -> bool:
+    def _init_process_group(self, layout: RankLayout) -> bool:
         started = super()._init_process_group(layout)
         if self.device.type == "cpu":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")  # what DeepSpeed would guess, minus its warning

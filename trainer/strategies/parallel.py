@@ -16,6 +16,7 @@ from torch.utils.data import Dataset, Sampler
 
 from trainer import distributed
 from trainer.precision import check_precision
+from trainer.rank_layout import RankLayout, rank_layout
 from trainer.safe_load import load_torch_file as _safe_torch_load
 from trainer.safe_load import require_weights_file
 from trainer.strategies.base import Strategy
@@ -38,7 +39,7 @@ class ParallelStrategy(Strategy):
         return float(getattr(self.args, "ddp_timeout", None) or DEFAULT_TIMEOUT_S)
 
     def setup_environment(self) -> None:
-        layout = distributed.rank_layout()
+        layout = rank_layout()
         self.rank, self.local_rank, self.world_size = layout.rank, layout.local_rank, layout.world_size
         self.device = distributed.pick_device(layout.local_rank, getattr(self.args, "use_cpu", False))
         check_precision(
@@ -50,7 +51,7 @@ class ParallelStrategy(Strategy):
             # (and DeepSpeed shared-memory) threads can abort in C++ ("terminate called ...") and fail the job.
             atexit.register(self.teardown)
 
-    def _init_process_group(self, layout: distributed.RankLayout) -> bool:
+    def _init_process_group(self, layout: RankLayout) -> bool:
         backend = getattr(
             self.args, "ddp_backend", None
         )  # transformers' ddp_backend; None: nccl on GPU, else gloo
