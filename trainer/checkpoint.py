@@ -29,6 +29,7 @@ from trainer.checkpoint_names import (  # also what this module's users have alw
     list_checkpoints,
 )
 from trainer.errors import CheckpointError
+from trainer.file_modes import follow_umask
 from trainer.safe_load import check_pickles, load_torch_file
 from trainer.seed import rng_state, set_rng_state
 
@@ -118,6 +119,7 @@ def publish(output_dir: str | Path, step: int, *, in_background: bool = False) -
     `in_background`: on a thread while a later step's temporary folder may be being written
     (trainer.checkpoint_finisher): only leftovers up to this step go."""
     final, temporary = checkpoint_dir(output_dir, step), _temporary_dir(output_dir, step)
+    follow_umask(temporary)
     _fsync_tree(temporary)
     _replace(temporary, final)
     remove_stale_temporaries(output_dir, up_to=step if in_background else None)

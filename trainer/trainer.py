@@ -42,6 +42,7 @@ from trainer.data import (
 )
 from trainer.errors import TrainerConfigError, TrainerError
 from trainer.events import Event
+from trainer.file_modes import follow_umask
 from trainer.hub import HubMixin
 from trainer.integrations import reporting_callbacks
 from trainer.label_smoothing import smoothed_loss_and_outputs
@@ -671,6 +672,7 @@ class Trainer(MetricsReportingMixin, HubMixin, PublicMethodsMixin):
             if self.processing_class is not None and hasattr(self.processing_class, "save_pretrained"):
                 self.processing_class.save_pretrained(str(folder))
             (folder / ckpt.ARGS_FILE).write_text(self.args.to_json(), encoding="utf-8")
+            follow_umask(folder)
         self.strategy.barrier()
         return folder
 

@@ -35,6 +35,7 @@ from hpo.tracking.events import store_location
 from hpo.tracking.store import open_store
 from trainer import PrinterCallback, ProgressCallback, Trainer, TrainingArguments
 from trainer.checkpoint import save_weights
+from trainer.file_modes import follow_umask
 
 logger = logging.getLogger(__name__)
 
@@ -251,6 +252,7 @@ def _write_folder(
     _write_json(folder / "training_args.json", source.arguments)
     card = model_card(source, transformers_class, adapters=(adapter_info or {}).get("adapters"))
     (folder / "README.md").write_text(card, encoding="utf-8")
+    follow_umask(folder)  # the weights as readable as the files beside them, for whoever serves the model
 
 
 def _transformers_class(model: torch.nn.Module) -> str | None:

@@ -37,6 +37,18 @@ def test_a_checkpoint_holds_the_contract_files_loadable_safely(tmp_path):
     assert json.loads((folder / "training_args.json").read_text())["save_steps"] == 4
 
 
+def test_saved_weights_follow_the_umask_as_the_files_beside_them(tmp_path):
+    """safetensors 0.8 creates its files 0600 (safetensors#782); a checkpoint's and save_model's weights get the
+    mode of the JSON files beside them, so another account can load what it can list."""
+    mode = lambda path: path.stat().st_mode & 0o777  # noqa: E731
+    args = quiet_args(tmp_path, max_steps=4, save_strategy="steps", save_steps=4, warmup_steps=1)
+    trainer = Trainer(model=make_model(), args=args, train_dataset=Regression(32))
+    trainer.train()
+    saved = trainer.save_model(tmp_path / "final")
+    for folder, sibling in ((tmp_path / "checkpoint-4", "trainer_state.json"), (saved, "training_args.json")):
+        assert mode(folder / "model.safetensors") == mode(folder / sibling), folder
+
+
 def test_rotation_keeps_the_best_and_the_newest(tmp_path):
     losses = iter([0.5, 0.1, 0.9, 0.8, 0.7, 0.6])  # the best is the evaluation at step 2
 

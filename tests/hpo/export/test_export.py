@@ -226,3 +226,17 @@ def test_study_flags_on_a_run_file_exit_2_naming_the_flag(tmp_path, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(["export", str(run_file), "--out", str(tmp_path / "e"), "--trial", "3"])
     assert stopped.value.code == 2 and "--trial" in capsys.readouterr().err
+
+
+def test_the_weights_are_as_readable_as_the_files_beside_them(finished_study, tmp_path):
+    """safetensors 0.8 writes its files 0600 (safetensors#782): another account (a serving user) could not load an
+    exported model whose JSON files it could read. Export and checkpoint both give the weights the umask's mode."""
+    mode = lambda path: path.stat().st_mode & 0o777  # noqa: E731
+    spec = load_study_spec(finished_study)
+    export_study(spec, tmp_path / "export")
+    out = tmp_path / "export"
+    assert mode(out / "model.safetensors") == mode(out / "export.json")
+    checkpoints = sorted((Path(spec.output_dir)).glob("trial-*/checkpoint-*"))
+    assert checkpoints
+    for checkpoint in checkpoints:
+        assert mode(checkpoint / "model.safetensors") == mode(checkpoint / "trainer_state.json"), checkpoint
