@@ -155,9 +155,12 @@ def _run_line(summary: StudySummary, ran: int, n_trials: int | None) -> str:
     counts = ", ".join(f"{n} {state.lower()}" for state, n in summary.counts.items()) or "no trials"
     done = sum(n for state, n in summary.counts.items() if state in ("COMPLETE", "PRUNED", "FAIL"))
     if ran == 0 and n_trials is not None and done >= n_trials:
+        held = (
+            f"its {n_trials} trials" if done == n_trials else f"{done} trials, at least the {n_trials} asked"
+        )
         return (
-            f"[bold]{summary.study_name}[/]: nothing to run, the study already has its {n_trials} trials "
-            f"({counts}); to run more, raise the total with --n-trials"
+            f"[bold]{summary.study_name}[/]: nothing to run, the study already has {held} ({counts}); to run more, "
+            "raise the total with --n-trials"
         )
     return (
         f"[bold]{summary.study_name}[/]: this run finished {ran} trial{'' if ran == 1 else 's'} in "

@@ -110,6 +110,21 @@ def test_second_run_of_a_finished_study_says_there_is_nothing_to_run(tmp_path):
     assert not (tmp_path / "out" / ".hpo" / "slots").exists()  # no worker was started for nothing
 
 
+def test_asking_for_fewer_trials_than_the_study_holds_names_both_counts(tmp_path):
+    path = _study_with_trials(tmp_path, 3, [_trial(TrialState.COMPLETE, v) for v in (0.5, 0.6, 0.7)])
+    result = subprocess.run(
+        [sys.executable, "-m", "hpo.cli", "run", str(path), "--no-dry-run", "--n-trials", "2"],
+        env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "nothing to run, the study already has 3 trials, at least the 2 asked (3 complete)" in result.stdout
+    )
+
+
 def test_run_says_how_many_trials_this_run_finished(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     path = _study_with_trials(tmp_path, 2, [_trial(TrialState.COMPLETE, 0.5)])
