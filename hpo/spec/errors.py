@@ -44,16 +44,36 @@ def join_path(*parts: Any) -> str:
     return ".".join(str(part) for part in parts if part not in (None, ""))
 
 
+# pydantic's tag for one member of a union (`low: int | float` fails as `low.int` and `low.float`): the type, not a field.
+UNION_MEMBER = re.compile(r"^(int|float|str|bool|none|bytes|[a-z-]+\[.*\])$")
+EXPECTED = re.compile(r"^must be (.+) \(got (.+)\)$")
+
+
 def problems_from_validation_error(error: ValidationError, root: type[BaseModel]) -> list[tuple[str, str]]:
-    problems = []
+    problems: dict[str, list[str]] = {}
     for item in error.errors(include_url=False):
         loc = list(item["loc"])
         cause = (item.get("ctx") or {}).get("error")
         if isinstance(cause, FieldProblem):
-            problems.append((join_path(*loc, cause.field), cause.message))
+            problems.setdefault(join_path(*loc, cause.field), []).append(cause.message)
             continue
-        problems.append((join_path(*loc), _describe(item, root)))
-    return problems
+        message = _describe(item, root)
+        while loc and isinstance(loc[-1], str) and UNION_MEMBER.match(loc[-1]):
+            loc.pop()
+        problems.setdefault(join_path(*loc), []).append(message)
+    return [(path, _one_message(messages)) for path, messages in problems.items()]
+
+
+def _one_message(messages: list[str]) -> str:
+    """A field's problems as one line: a union's "must be a whole number" and "must be a number" say "a number"."""
+    unique = list(dict.fromkeys(messages))
+    expected = [EXPECTED.match(message) for message in unique]
+    if len(unique) == 1 or not all(expected):
+        return "; ".join(unique)
+    kinds = list(dict.fromkeys(match.group(1) for match in expected if match))
+    if "a number" in kinds and "a whole number" in kinds:
+        kinds.remove("a whole number")  # every whole number is a number
+    return f"must be {' or '.join(kinds)} (got {expected[0].group(2)})"
 
 
 def _describe(item: dict[str, Any], root: type[BaseModel]) -> str:

@@ -69,6 +69,12 @@ def test_refusals_name_yaml_shapes_not_model_classes(changes, path, expected):
     [
         ({"study.n_trials": "many"}, "study.n_trials", "must be a whole number (got 'many')"),
         ({"training.learning_rate": "fast"}, "training.learning_rate", "must be a number (got 'fast')"),
+        # `low: int | float`: pydantic fails it once per member (low.int, low.float); the file's author sees one line
+        (
+            {"search_space.learning_rate.low": "abc"},
+            "search_space.learning_rate.low",
+            "must be a number (got 'abc')",
+        ),
     ],
 )
 def test_a_value_of_the_wrong_type_is_refused_in_the_files_words(changes, path, expected):
