@@ -37,7 +37,7 @@ def best(study_file: Path, storage: str | None, overrides: tuple[str, ...], as_j
     if as_json:
         click.echo(json.dumps([asdict(t) for t in summary.best_trials], indent=2))
         return
-    console = Console()
+    console = Console(soft_wrap=True)  # a line piped to a log stays one line (rich wraps at 80 columns there)
     if len(summary.directions) > 1:
         console.print(f"Pareto front of {summary.study_name}: {len(summary.best_trials)} trial(s)")
     for trial in summary.best_trials:

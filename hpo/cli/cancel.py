@@ -26,7 +26,7 @@ def cancel(study_file: Path, storage: str | None, overrides: tuple[str, ...]) ->
     Example:
       hpo cancel studies/digits_mlp.yaml"""
     spec = load_study(study_file, storage, overrides)
-    console = Console()
+    console = Console(soft_wrap=True)  # a line piped to a log stays one line (rich wraps at 80 columns there)
     if not recorded_jobs(spec.output_dir):
         console.print(f"study {spec.study.name} has no SLURM job (none submitted from {spec.output_dir})")
         return

@@ -134,7 +134,7 @@ def print_result(result: ExportResult) -> None:
     what = (
         f"trial {source.trial_number} of study {source.study_name}" if source.kind == "trial" else "the run"
     )
-    console = Console()
+    console = Console(soft_wrap=True)  # a line piped to a log stays one line (rich wraps at 80 columns there)
     if result.adapters:
         names = ", ".join(result.adapters)
         console.print(

@@ -209,7 +209,7 @@ def print_summary(summary: dict[str, Any]) -> None:
             continue
         table.add_row(name, _number(summary["final"].get(name)), _number(best_metrics.get(name)))
     table.add_row("train_loss", _number(summary.get("training_loss")), "")
-    console = Console()
+    console = Console(soft_wrap=True)  # a line piped to a log stays one line (rich wraps at 80 columns there)
     console.print(table)
     if best.get("checkpoint"):
         console.print(

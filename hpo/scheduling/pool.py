@@ -94,7 +94,7 @@ def run_trials(
     # A dead worker's trial is this host's, its owner gone: failed and queued again now, for the next claim.
     pool.on_death = lambda: requeue_stale_trials(study, spec)
     finished_before = finished_numbers(study)  # what a stop reports: the trials this run stopped
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, soft_wrap=True)  # one line each, piped too
     console.print(describe_slots(slots))
     with _signals_to(pool):
         _watch(pool, study, n_trials, report, console)
