@@ -28,6 +28,9 @@ from trainer.checkpoint_names import (  # also what this module's users have alw
     latest_checkpoint,
     list_checkpoints,
 )
+from trainer.checkpoint_names import (
+    folder_bytes as folder_bytes,  # still importable from here, as before the split
+)
 from trainer.errors import CheckpointError
 from trainer.file_modes import follow_umask
 from trainer.safe_load import check_pickles, load_torch_file

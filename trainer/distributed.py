@@ -22,6 +22,7 @@ from torch.utils.data import Dataset, Sampler
 
 from trainer.errors import TrainerConfigError
 from trainer.rank_layout import RankLayout
+from trainer.rank_layout import rank_layout as rank_layout  # still importable from here, as before the split
 
 
 def default_backend(device: torch.device) -> str:
